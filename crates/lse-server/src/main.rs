@@ -1,0 +1,4 @@
+fn main() {
+    eprintln!("lse-server: not built yet");
+    std::process::exit(2);
+}

@@ -1,0 +1,1 @@
+//! llama.cpp-exact tokenizers (BPE with pre-tokenizers, SentencePiece) built from a GGUF vocabulary.
