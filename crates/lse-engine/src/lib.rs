@@ -1,1 +1,63 @@
 //! The model engine: architectures, weights, KV cache, sessions and the prefill pass plan.
+//!
+//! [`Engine::load`] opens a GGUF model; [`Engine::prefill`] runs a prompt through a fresh session
+//! (batch/ubatch pass plan) and returns the final-normed hidden rows of the requested positions;
+//! [`Engine::head_reduce`] runs the LM head over those rows 128 at a time and reduces every row
+//! (max, sum of exponentials, picked logits, top-K, argmax). See ARCH.md for adding an architecture.
+
+pub mod arch;
+pub mod backend;
+pub mod blocks;
+mod engine;
+mod error;
+mod head;
+pub mod hparams;
+pub mod kv_cache;
+mod model;
+pub mod ops;
+mod options;
+mod session;
+pub mod weights;
+
+pub use engine::Engine;
+pub use error::EngineError;
+pub use head::HEAD_ROWS;
+pub use hparams::HParams;
+pub use lse_kernels::Dialect;
+pub use options::{physical_cores, EngineConfig, EngineOptions, KvDtype};
+pub use weights::{Matrix, Weights};
+
+/// What a layer stack needs to compute: the backend (kernels, threads, attention kind).
+pub struct ForwardCtx<'a> {
+    pub backend: &'a dyn backend::Backend,
+}
+
+/// Final-normed hidden rows (`n_rows × n_embd`).
+#[derive(Clone, Debug)]
+pub struct HiddenRows {
+    pub n_rows: usize,
+    pub n_embd: usize,
+    pub data: Vec<f32>,
+}
+
+/// What to reduce for one row.
+#[derive(Clone, Copy, Debug)]
+pub struct RowRequest<'a> {
+    /// Logits to return (target first, then base ids).
+    pub ids: &'a [u32],
+    /// Top-K to return (0 = none).
+    pub top_k: usize,
+}
+
+/// The per-row result of the LM head.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RowReduction {
+    pub max: f32,
+    /// `sum(exp(l - max))`.
+    pub sum_exp: f64,
+    pub argmax: u32,
+    /// Logits of the requested ids, same order.
+    pub picked: Vec<f32>,
+    /// Top-K (id, logit), best first, ties: lower id first.
+    pub top: Vec<(u32, f32)>,
+}

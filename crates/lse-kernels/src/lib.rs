@@ -1,1 +1,71 @@
 //! Quantized block formats, dot products and matrix kernels (scalar reference + runtime-chosen SIMD).
+//!
+//! * [`dequantize_row`] decodes any supported weight row to f32.
+//! * [`matmul`] computes `y[m][n] = Σ_k x[m][k]·W[n][k]` with activations converted once per call
+//!   to the weight's dot type exactly as llama.cpp's CPU backend does (Q8_0 for Q4_0/Q5_0/Q8_0,
+//!   Q8_1 for Q4_1/Q5_1, Q8_K for the k-quants, f16 for F16, bf16 for BF16, f32 for F32).
+//! * [`Dialect::Scalar`] runs the reference kernels (ggml's generic integer math and float order);
+//!   [`Dialect::Simd`] the best SIMD level of this CPU (AVX-512 VNNI, AVX2, NEON), tested
+//!   against the scalar kernels.
+//! * [`ThreadPool`] is the long-lived pool every parallel kernel runs on.
+//!
+//! Supported weight types: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K,
+//! Q6_K ([`supports`]). Callers check `supports` when binding weights; the kernels themselves
+//! assert their length contracts.
+
+pub mod attention;
+mod fp;
+mod matmul;
+mod pool;
+pub mod quant;
+pub mod reduce;
+pub mod simd;
+
+pub use fp::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
+pub use lse_gguf::GgmlType;
+pub use pool::ThreadPool;
+
+/// Which implementation family the kernels use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Dialect {
+    /// Portable reference kernels (the test oracle).
+    Scalar,
+    /// The best SIMD kernels this CPU runs, chosen at run time.
+    #[default]
+    Simd,
+}
+
+/// The kernel family `d` runs on this machine: "x86_64-avx512", "x86_64-avx2", "aarch64-neon"
+/// or "scalar".
+pub fn device_arch(d: Dialect) -> &'static str {
+    match d {
+        Dialect::Scalar => "scalar",
+        Dialect::Simd => simd::level().name(),
+    }
+}
+
+/// True when weights of type `t` can be dequantized and multiplied here.
+pub fn supports(t: GgmlType) -> bool {
+    quant::dot_type(t).is_some()
+}
+
+/// Decodes `dst.len()` elements of type `t` from `src` (whole blocks, `src` at least
+/// `t.row_bytes(dst.len())` bytes). Panics on an unsupported type or a length that is not a
+/// multiple of the block size (check [`supports`] first).
+pub fn dequantize_row(t: GgmlType, src: &[u8], dst: &mut [f32]) {
+    let f = quant::dequantize_fn(t).unwrap_or_else(|| panic!("dequantize_row: unsupported type {}", t.name()));
+    let need = t
+        .row_bytes(dst.len())
+        .unwrap_or_else(|| panic!("dequantize_row: {} elements is not a multiple of the {} block", dst.len(), t.name()));
+    assert!(src.len() >= need, "dequantize_row: {} bytes given, {} needed", src.len(), need);
+    f(&src[..need], dst);
+}
+
+/// y[m][n] = Σ_k x[m][k] · W[n][k]. `w`: `n` rows of `k` elements of type `t`, row-major bytes;
+/// `x`: `m` rows of `k` floats; `y`: `m` rows of `n` floats. Activations are converted once per
+/// call to the weight's dot type the way llama.cpp does. Panics on an unsupported type, a `k`
+/// that is not a multiple of the block size, or short buffers.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul(d: Dialect, pool: &ThreadPool, t: GgmlType, w: &[u8], n: usize, k: usize, x: &[f32], m: usize, y: &mut [f32]) {
+    matmul::matmul(d, pool, t, w, n, k, x, m, y)
+}

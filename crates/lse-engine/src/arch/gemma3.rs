@@ -1,0 +1,115 @@
+//! gemma3: embeddings x sqrt(n_embd); RMS norms before and after attention and MLP; Q/K norms;
+//! Q pre-scaled by 1/sqrt(head_dim) (softmax scale 1); GELU-tanh gated MLP; interleaved
+//! sliding-window layers (llama.cpp: `il % pattern < pattern - 1` is local, pattern 6 unless the
+//! file says otherwise) whose rope uses `rope.freq_base_swa` (10000) without scaling, while global
+//! layers use `rope.freq_base` with the linear `rope.scaling.factor`.
+
+use super::{require, standard_attn, Architecture, SessionState};
+use crate::blocks::attention::{AttnLayer, AttnWeights};
+use crate::blocks::mlp::Mlp;
+use crate::ops::act::Act;
+use crate::ops::rope::RopeKind;
+use crate::{EngineError, ForwardCtx, KvDtype, Weights};
+use lse_gguf::Value;
+
+struct Layer {
+    attn_norm: Vec<f32>,
+    attn: AttnLayer,
+    post_attn_norm: Vec<f32>,
+    ffn_norm: Vec<f32>,
+    mlp: Mlp,
+    post_ffw_norm: Vec<f32>,
+}
+
+pub struct Gemma3 {
+    layers: Vec<Layer>,
+    eps: f32,
+    embd_scale: f32,
+}
+
+/// Which layers use the sliding window: an explicit per-layer bool array, or a period.
+fn swa_layers(w: &Weights) -> Result<Vec<bool>, EngineError> {
+    let n = w.hp.n_layer;
+    match w.key("attention.sliding_window_pattern") {
+        Some(Value::Array(a)) => {
+            let v: Option<Vec<bool>> = a.iter().map(|x| x.as_bool().or_else(|| x.as_u64().map(|u| u != 0))).collect();
+            match v {
+                Some(v) if v.len() == n => Ok(v),
+                _ => Err(EngineError::Metadata(format!("gemma3.attention.sliding_window_pattern must hold {n} flags"))),
+            }
+        }
+        Some(x) => {
+            let p = x.as_u64().ok_or_else(|| EngineError::Metadata("gemma3.attention.sliding_window_pattern is not an integer".into()))? as usize;
+            Ok((0..n).map(|il| p > 0 && il % p < p - 1).collect())
+        }
+        None => Ok((0..n).map(|il| il % 6 < 5).collect()),
+    }
+}
+
+pub fn load(w: &Weights) -> Result<Box<dyn Architecture>, EngineError> {
+    let hp = &w.hp;
+    let e = hp.n_embd;
+    let n_swa = w.key_u64("attention.sliding_window").unwrap_or(0) as usize;
+    let is_swa = swa_layers(w)?;
+    let base_swa = w.key_f32("rope.freq_base_swa").unwrap_or(10000.0);
+    let q_scale = match w.key_f32("attention.query_pre_attn_scalar") {
+        Some(s) if s > 0.0 => 1.0 / s.sqrt(),
+        _ if hp.n_layer == 62 => 1.0 / ((e / hp.n_head) as f32).sqrt(),
+        _ => 1.0 / (hp.head_dim_k as f32).sqrt(),
+    };
+    let mut layers = Vec::with_capacity(hp.n_layer);
+    for il in 0..hp.n_layer {
+        let p = |s: &str| format!("blk.{il}.{s}");
+        require(w, &[p("attn_q_norm.weight"), p("attn_k_norm.weight")])?;
+        let mut cfg = standard_attn(w, il, RopeKind::Neox)?;
+        cfg.q_scale = q_scale;
+        cfg.kq_scale = 1.0;
+        if is_swa[il] && n_swa > 0 {
+            cfg.window = Some(n_swa);
+            cfg.rope.base = base_swa;
+            cfg.rope.freq_scale = 1.0;
+        }
+        layers.push(Layer {
+            attn_norm: w.vector(&p("attn_norm.weight"), e)?,
+            attn: AttnLayer { w: AttnWeights::load(w, il, e, &cfg)?, cfg },
+            post_attn_norm: w.vector(&p("post_attention_norm.weight"), e)?,
+            ffn_norm: w.vector(&p("ffn_norm.weight"), e)?,
+            mlp: Mlp::load(w, il, e, Act::GeluTanh)?,
+            post_ffw_norm: w.vector(&p("post_ffw_norm.weight"), e)?,
+        });
+    }
+    Ok(Box::new(Gemma3 { layers, eps: hp.eps, embd_scale: (e as f32).sqrt() }))
+}
+
+impl Architecture for Gemma3 {
+    fn attention_scale(&self) -> f32 {
+        self.layers.first().map_or(1.0, |l| l.attn.cfg.effective_scale())
+    }
+
+    fn new_session(&self, capacity: usize, kv: KvDtype) -> Result<SessionState, EngineError> {
+        let caches = self.layers.iter().map(|l| l.attn.new_cache(kv.ggml_type(), capacity).map(Some)).collect::<Result<_, _>>()?;
+        Ok(SessionState { kv: caches, extra: None })
+    }
+
+    fn forward(&self, cx: &ForwardCtx, st: &mut SessionState, x: &mut [f32], n: usize, pos0: usize) -> Result<(), EngineError> {
+        let b = cx.backend;
+        let e = x.len() / n.max(1);
+        b.scale(x, self.embd_scale);
+        let mut h = vec![0f32; x.len()];
+        let mut o = vec![0f32; x.len()];
+        for (l, kv) in self.layers.iter().zip(st.kv.iter_mut()) {
+            let kv = kv.as_mut().ok_or_else(|| EngineError::Kernel("attention layer without a cache".into()))?;
+            h.copy_from_slice(x);
+            b.rms_norm(&mut h, e, &l.attn_norm, self.eps);
+            l.attn.forward(cx, kv, &h, n, pos0, &mut o)?;
+            b.rms_norm(&mut o, e, &l.post_attn_norm, self.eps);
+            b.add(x, &o);
+            h.copy_from_slice(x);
+            b.rms_norm(&mut h, e, &l.ffn_norm, self.eps);
+            l.mlp.forward(cx, &h, n, &mut o);
+            b.rms_norm(&mut o, e, &l.post_ffw_norm, self.eps);
+            b.add(x, &o);
+        }
+        Ok(())
+    }
+}

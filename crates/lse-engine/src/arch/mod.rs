@@ -1,0 +1,70 @@
+//! Architectures: the trait each model file implements, the per-request session state, and
+//! the registry that maps `general.architecture` to a loader. See ARCH.md.
+
+pub mod gemma3;
+pub mod llama;
+pub mod qwen2;
+pub mod qwen3;
+
+use crate::blocks::attention::AttnConfig;
+use crate::kv_cache::LayerKv;
+use crate::ops::rope::{RopeKind, RopeParams};
+use crate::{EngineError, ForwardCtx, KvDtype, Weights};
+use std::any::Any;
+
+/// Per-request state: one cache per attention layer (None for layers without one) and whatever
+/// else an architecture carries between ubatches (recurrent states).
+pub struct SessionState {
+    pub kv: Vec<Option<LayerKv>>,
+    pub extra: Option<Box<dyn Any + Send>>,
+}
+
+/// One model architecture's layer stack.
+pub trait Architecture: Send + Sync {
+    /// The softmax scale Q·K sees (reported as `prefill_attention_scale`).
+    fn attention_scale(&self) -> f32;
+    /// Fresh state for a request of at most `capacity` tokens.
+    fn new_session(&self, capacity: usize, kv: KvDtype) -> Result<SessionState, EngineError>;
+    /// Runs one ubatch. `x`: `n` rows of n_embd, the unscaled token embeddings on entry, the
+    /// residual stream after the last layer on exit. Row `i` is at position `pos0 + i`.
+    fn forward(&self, cx: &ForwardCtx, st: &mut SessionState, x: &mut [f32], n: usize, pos0: usize) -> Result<(), EngineError>;
+}
+
+/// Loads the architecture named by the file's `general.architecture`.
+pub fn load_architecture(w: &Weights) -> Result<Box<dyn Architecture>, EngineError> {
+    match w.hp.arch.as_str() {
+        "llama" => llama::load(w),
+        "qwen2" => qwen2::load(w),
+        "qwen3" => qwen3::load(w),
+        "gemma3" => gemma3::load(w),
+        other => Err(EngineError::UnsupportedArchitecture(other.to_string())),
+    }
+}
+
+/// The attention config most models use for layer `il`: heads and sizes from the common keys,
+/// rope over `n_rot` dims with the file's base and linear scaling (+ `rope_freqs.weight` when
+/// present), scale 1/sqrt(head_dim_k), full causal attention.
+pub fn standard_attn(w: &Weights, il: usize, kind: RopeKind) -> Result<AttnConfig, EngineError> {
+    let hp = &w.hp;
+    let freq_factors = w.opt_vector("rope_freqs.weight", hp.n_rot / 2)?;
+    Ok(AttnConfig {
+        n_head: hp.n_head,
+        n_head_kv: hp.n_head_kv(il),
+        head_dim_k: hp.head_dim_k,
+        head_dim_v: hp.head_dim_v,
+        rope: RopeParams { kind, n_rot: hp.n_rot, base: hp.rope_base, freq_scale: hp.rope_freq_scale, freq_factors },
+        q_scale: 1.0,
+        kq_scale: 1.0 / (hp.head_dim_k as f32).sqrt(),
+        window: None,
+        q_gate: false,
+        eps: hp.eps,
+    })
+}
+
+/// Fails with `MissingTensor` unless every name is present.
+pub fn require(w: &Weights, names: &[String]) -> Result<(), EngineError> {
+    match names.iter().find(|n| !w.has(n)) {
+        Some(n) => Err(EngineError::MissingTensor(n.clone())),
+        None => Ok(()),
+    }
+}

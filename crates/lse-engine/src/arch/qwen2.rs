@@ -1,0 +1,17 @@
+//! qwen2: llama layers with Q/K/V biases and rope NEOX (pairs i, i + n_rot/2).
+
+use super::{require, standard_attn, Architecture};
+use crate::blocks::prenorm::{PreNormLayer, PreNormStack};
+use crate::ops::act::Act;
+use crate::ops::rope::RopeKind;
+use crate::{EngineError, Weights};
+
+pub fn load(w: &Weights) -> Result<Box<dyn Architecture>, EngineError> {
+    let layers = (0..w.hp.n_layer)
+        .map(|il| {
+            require(w, &["q", "k", "v"].map(|t| format!("blk.{il}.attn_{t}.bias")))?;
+            PreNormLayer::load(w, il, standard_attn(w, il, RopeKind::Neox)?, Act::Silu)
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(Box::new(PreNormStack { layers, eps: w.hp.eps }))
+}

@@ -1,0 +1,106 @@
+//! The CPU backend: lse-kernels for matmul, dequantization and attention; `ops` for the rest.
+
+use super::{AttnCall, Backend};
+use crate::kv_cache::LayerKv;
+use crate::ops::{act, norm, rope};
+use crate::{EngineError, Matrix};
+use lse_kernels::attention::{self, AttnKind, AttnShape};
+use lse_kernels::{Dialect, ThreadPool};
+
+pub struct CpuBackend {
+    dialect: Dialect,
+    pool: ThreadPool,
+    flash: bool,
+}
+
+impl CpuBackend {
+    pub fn new(dialect: Dialect, threads: usize, flash: bool) -> CpuBackend {
+        CpuBackend { dialect, pool: ThreadPool::new(threads.max(1)), flash }
+    }
+
+    pub fn pool(&self) -> &ThreadPool {
+        &self.pool
+    }
+}
+
+impl Backend for CpuBackend {
+    fn device_arch(&self) -> String {
+        lse_kernels::device_arch(self.dialect).to_string()
+    }
+
+    fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
+    fn run(&self, n_tasks: usize, f: &(dyn Fn(usize) + Sync)) {
+        self.pool.run(n_tasks, f);
+    }
+
+    fn matmul(&self, w: &Matrix, x: &[f32], m: usize, y: &mut [f32]) {
+        lse_kernels::matmul(self.dialect, &self.pool, w.ty, w.bytes(), w.n, w.k, x, m, y);
+    }
+
+    fn get_rows(&self, w: &Matrix, ids: &[u32], out: &mut [f32]) {
+        let rb = w.row_bytes();
+        let data = w.bytes();
+        for (&id, dst) in ids.iter().zip(out.chunks_exact_mut(w.k)) {
+            let id = id as usize;
+            lse_kernels::dequantize_row(w.ty, &data[id * rb..(id + 1) * rb], dst);
+        }
+    }
+
+    fn rms_norm(&self, x: &mut [f32], dim: usize, w: &[f32], eps: f32) {
+        norm::rms_norm(x, dim, Some(w), eps);
+    }
+
+    fn rope(&self, x: &mut [f32], n_heads: usize, head_dim: usize, pos0: usize, p: &rope::RopeParams) {
+        rope::rope(x, n_heads, head_dim, pos0, p);
+    }
+
+    fn add_bias(&self, x: &mut [f32], b: &[f32]) {
+        if b.is_empty() {
+            return;
+        }
+        for row in x.chunks_exact_mut(b.len()) {
+            for (v, bb) in row.iter_mut().zip(b) {
+                *v += bb;
+            }
+        }
+    }
+
+    fn add(&self, x: &mut [f32], y: &[f32]) {
+        for (a, b) in x.iter_mut().zip(y) {
+            *a += b;
+        }
+    }
+
+    fn scale(&self, x: &mut [f32], s: f32) {
+        for a in x.iter_mut() {
+            *a *= s;
+        }
+    }
+
+    fn glu(&self, a: act::Act, gate: &mut [f32], up: &[f32]) {
+        act::glu(a, gate, up);
+    }
+
+    fn mul_sigmoid(&self, x: &mut [f32], g: &[f32]) {
+        for (a, b) in x.iter_mut().zip(g) {
+            *a *= act::sigmoid(*b);
+        }
+    }
+
+    fn softcap(&self, x: &mut [f32], cap: f32) {
+        lse_kernels::reduce::softcap(self.dialect, x, cap);
+    }
+
+    fn kv_store(&self, kv: &mut LayerKv, pos0: usize, n: usize, k: &[f32], v: &[f32]) -> Result<(), EngineError> {
+        kv.store(pos0, n, k, v)
+    }
+
+    fn attention(&self, q: &[f32], n: usize, pos0: usize, kv: &LayerKv, call: &AttnCall, out: &mut [f32]) -> Result<(), EngineError> {
+        let kind = if self.flash { AttnKind::Flash } else { AttnKind::Dense };
+        let shape = AttnShape { n_q: n, q_pos0: pos0, n_head: call.n_head, scale: call.scale, window: call.window };
+        attention::attention(self.dialect, &self.pool, kind, &shape, q, &kv.view(), out).map_err(|e| EngineError::Kernel(e.to_string()))
+    }
+}

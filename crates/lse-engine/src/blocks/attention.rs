@@ -1,0 +1,134 @@
+//! The attention block: Q/K/V projections (+bias), per-head Q/K RMS norms, rope, the KV cache,
+//! attention, an optional sigmoid output gate, and the output projection.
+
+use crate::backend::AttnCall;
+use crate::kv_cache::LayerKv;
+use crate::ops::rope::RopeParams;
+use crate::{EngineError, ForwardCtx, Matrix, Weights};
+
+/// The tensors of one attention layer (`blk.{il}.attn_*`).
+pub struct AttnWeights {
+    pub q: Matrix,
+    pub k: Matrix,
+    pub v: Matrix,
+    pub q_bias: Option<Vec<f32>>,
+    pub k_bias: Option<Vec<f32>>,
+    pub v_bias: Option<Vec<f32>>,
+    pub q_norm: Option<Vec<f32>>,
+    pub k_norm: Option<Vec<f32>>,
+    pub o: Matrix,
+}
+
+/// Shape and math of one attention layer.
+#[derive(Clone, Debug)]
+pub struct AttnConfig {
+    pub n_head: usize,
+    pub n_head_kv: usize,
+    pub head_dim_k: usize,
+    pub head_dim_v: usize,
+    pub rope: RopeParams,
+    /// Multiplies Q after rope (gemma3: 1/sqrt(head_dim)); 1 for none.
+    pub q_scale: f32,
+    /// Softmax scale on Q·K.
+    pub kq_scale: f32,
+    pub window: Option<usize>,
+    /// `attn_q` rows per head are `[q | gate]`; the output is multiplied by sigmoid(gate).
+    pub q_gate: bool,
+    pub eps: f32,
+}
+
+impl AttnConfig {
+    /// The total scale Q·K sees (for the report).
+    pub fn effective_scale(&self) -> f32 {
+        self.q_scale * self.kq_scale
+    }
+}
+
+impl AttnWeights {
+    /// Binds `blk.{il}.attn_{q,k,v,output}` (+ optional biases and q/k norms) for `cfg` on an
+    /// `n_embd`-wide residual stream.
+    pub fn load(w: &Weights, il: usize, n_embd: usize, cfg: &AttnConfig) -> Result<AttnWeights, EngineError> {
+        let p = |s: &str| format!("blk.{il}.{s}");
+        let nq = cfg.n_head * cfg.head_dim_k * if cfg.q_gate { 2 } else { 1 };
+        let nk = cfg.n_head_kv * cfg.head_dim_k;
+        let nv = cfg.n_head_kv * cfg.head_dim_v;
+        Ok(AttnWeights {
+            q: w.matrix(&p("attn_q.weight"), n_embd, nq)?,
+            k: w.matrix(&p("attn_k.weight"), n_embd, nk)?,
+            v: w.matrix(&p("attn_v.weight"), n_embd, nv)?,
+            q_bias: w.opt_vector(&p("attn_q.bias"), nq)?,
+            k_bias: w.opt_vector(&p("attn_k.bias"), nk)?,
+            v_bias: w.opt_vector(&p("attn_v.bias"), nv)?,
+            q_norm: w.opt_vector(&p("attn_q_norm.weight"), cfg.head_dim_k)?,
+            k_norm: w.opt_vector(&p("attn_k_norm.weight"), cfg.head_dim_k)?,
+            o: w.matrix(&p("attn_output.weight"), cfg.n_head * cfg.head_dim_v, n_embd)?,
+        })
+    }
+}
+
+/// One attention layer: weights + config.
+pub struct AttnLayer {
+    pub w: AttnWeights,
+    pub cfg: AttnConfig,
+}
+
+impl AttnLayer {
+    /// A fresh cache for this layer.
+    pub fn new_cache(&self, ty: lse_gguf::GgmlType, capacity: usize) -> Result<LayerKv, EngineError> {
+        LayerKv::new(ty, capacity, self.cfg.n_head_kv, self.cfg.head_dim_k, self.cfg.head_dim_v)
+    }
+
+    /// `out` (n × n_embd) = attention output of the normed rows `h` (n × n_embd) at positions `pos0..`.
+    pub fn forward(&self, cx: &ForwardCtx, kv: &mut LayerKv, h: &[f32], n: usize, pos0: usize, out: &mut [f32]) -> Result<(), EngineError> {
+        let b = cx.backend;
+        let c = &self.cfg;
+        let (dk, dv) = (c.head_dim_k, c.head_dim_v);
+        let mut qg = vec![0f32; n * self.w.q.n];
+        let mut k = vec![0f32; n * self.w.k.n];
+        let mut v = vec![0f32; n * self.w.v.n];
+        b.matmul(&self.w.q, h, n, &mut qg);
+        b.matmul(&self.w.k, h, n, &mut k);
+        b.matmul(&self.w.v, h, n, &mut v);
+        if let Some(bias) = &self.w.q_bias {
+            b.add_bias(&mut qg, bias);
+        }
+        if let Some(bias) = &self.w.k_bias {
+            b.add_bias(&mut k, bias);
+        }
+        if let Some(bias) = &self.w.v_bias {
+            b.add_bias(&mut v, bias);
+        }
+        // split [q | gate] per head
+        let (mut q, gate) = if c.q_gate {
+            let mut q = vec![0f32; n * c.n_head * dk];
+            let mut g = vec![0f32; n * c.n_head * dk];
+            for (r, src) in qg.chunks_exact(2 * dk).enumerate() {
+                q[r * dk..(r + 1) * dk].copy_from_slice(&src[..dk]);
+                g[r * dk..(r + 1) * dk].copy_from_slice(&src[dk..]);
+            }
+            (q, Some(g))
+        } else {
+            (qg, None)
+        };
+        if let Some(w) = &self.w.q_norm {
+            b.rms_norm(&mut q, dk, w, c.eps);
+        }
+        if let Some(w) = &self.w.k_norm {
+            b.rms_norm(&mut k, dk, w, c.eps);
+        }
+        b.rope(&mut q, c.n_head, dk, pos0, &c.rope);
+        b.rope(&mut k, c.n_head_kv, dk, pos0, &c.rope);
+        if c.q_scale != 1.0 {
+            b.scale(&mut q, c.q_scale);
+        }
+        b.kv_store(kv, pos0, n, &k, &v)?;
+        let mut att = vec![0f32; n * c.n_head * dv];
+        let call = AttnCall { n_head: c.n_head, scale: c.kq_scale, window: c.window };
+        b.attention(&q, n, pos0, kv, &call, &mut att)?;
+        if let Some(g) = &gate {
+            b.mul_sigmoid(&mut att, g);
+        }
+        b.matmul(&self.w.o, &att, n, out);
+        Ok(())
+    }
+}

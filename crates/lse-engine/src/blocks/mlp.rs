@@ -1,0 +1,40 @@
+//! The gated feed-forward block: `down(act(gate(h)) * up(h))`.
+
+use crate::ops::act::Act;
+use crate::{EngineError, ForwardCtx, Matrix, Weights};
+
+pub struct Mlp {
+    pub gate: Matrix,
+    pub up: Matrix,
+    pub down: Matrix,
+    pub act: Act,
+}
+
+impl Mlp {
+    /// Binds `blk.{il}.ffn_{gate,up,down}`; the hidden width comes from `ffn_up`'s shape.
+    pub fn load(w: &Weights, il: usize, n_embd: usize, act: Act) -> Result<Mlp, EngineError> {
+        let name = format!("blk.{il}.ffn_up.weight");
+        let n_ff = match w.file.tensor(&name) {
+            Some(t) if t.dims.len() >= 2 => t.dims[1] as usize,
+            Some(t) => return Err(EngineError::ShapeMismatch { name, got: t.dims.clone(), want: vec![n_embd as u64, 0] }),
+            None => return Err(EngineError::MissingTensor(name)),
+        };
+        Ok(Mlp {
+            gate: w.matrix(&format!("blk.{il}.ffn_gate.weight"), n_embd, n_ff)?,
+            up: w.matrix(&name, n_embd, n_ff)?,
+            down: w.matrix(&format!("blk.{il}.ffn_down.weight"), n_ff, n_embd)?,
+            act,
+        })
+    }
+
+    /// `out` (n × n_embd) = the block applied to the normed rows `h` (n × n_embd).
+    pub fn forward(&self, cx: &ForwardCtx, h: &[f32], n: usize, out: &mut [f32]) {
+        let b = cx.backend;
+        let mut g = vec![0f32; n * self.gate.n];
+        let mut u = vec![0f32; n * self.up.n];
+        b.matmul(&self.gate, h, n, &mut g);
+        b.matmul(&self.up, h, n, &mut u);
+        b.glu(self.act, &mut g, &u);
+        b.matmul(&self.down, &g, n, out);
+    }
+}

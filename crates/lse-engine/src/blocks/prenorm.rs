@@ -1,0 +1,68 @@
+//! The pre-norm decoder layer of llama-style models:
+//! `x += attn(rms(x) * attn_norm)`, then `x += mlp(rms(x) * ffn_norm)`.
+
+use super::attention::{AttnConfig, AttnLayer, AttnWeights};
+use super::mlp::Mlp;
+use crate::arch::SessionState;
+use crate::kv_cache::LayerKv;
+use crate::ops::act::Act;
+use crate::{EngineError, ForwardCtx, Weights};
+
+pub struct PreNormLayer {
+    pub attn_norm: Vec<f32>,
+    pub attn: AttnLayer,
+    pub ffn_norm: Vec<f32>,
+    pub mlp: Mlp,
+}
+
+impl PreNormLayer {
+    pub fn load(w: &Weights, il: usize, cfg: AttnConfig, act: Act) -> Result<PreNormLayer, EngineError> {
+        let e = w.hp.n_embd;
+        Ok(PreNormLayer {
+            attn_norm: w.vector(&format!("blk.{il}.attn_norm.weight"), e)?,
+            attn: AttnLayer { w: AttnWeights::load(w, il, e, &cfg)?, cfg },
+            ffn_norm: w.vector(&format!("blk.{il}.ffn_norm.weight"), e)?,
+            mlp: Mlp::load(w, il, e, act)?,
+        })
+    }
+
+    pub fn forward(&self, cx: &ForwardCtx, kv: &mut LayerKv, x: &mut [f32], n: usize, pos0: usize, eps: f32) -> Result<(), EngineError> {
+        let b = cx.backend;
+        let e = x.len() / n.max(1);
+        let mut h = x.to_vec();
+        b.rms_norm(&mut h, e, &self.attn_norm, eps);
+        let mut o = vec![0f32; x.len()];
+        self.attn.forward(cx, kv, &h, n, pos0, &mut o)?;
+        b.add(x, &o);
+        h.copy_from_slice(x);
+        b.rms_norm(&mut h, e, &self.ffn_norm, eps);
+        self.mlp.forward(cx, &h, n, &mut o);
+        b.add(x, &o);
+        Ok(())
+    }
+}
+
+/// A stack of pre-norm layers (llama, qwen2, qwen3): the whole `Architecture` of those models.
+pub struct PreNormStack {
+    pub layers: Vec<PreNormLayer>,
+    pub eps: f32,
+}
+
+impl crate::arch::Architecture for PreNormStack {
+    fn attention_scale(&self) -> f32 {
+        self.layers.first().map_or(1.0, |l| l.attn.cfg.effective_scale())
+    }
+
+    fn new_session(&self, capacity: usize, kv: crate::KvDtype) -> Result<SessionState, EngineError> {
+        let caches = self.layers.iter().map(|l| l.attn.new_cache(kv.ggml_type(), capacity).map(Some)).collect::<Result<_, _>>()?;
+        Ok(SessionState { kv: caches, extra: None })
+    }
+
+    fn forward(&self, cx: &ForwardCtx, st: &mut SessionState, x: &mut [f32], n: usize, pos0: usize) -> Result<(), EngineError> {
+        for (layer, kv) in self.layers.iter().zip(st.kv.iter_mut()) {
+            let kv = kv.as_mut().ok_or_else(|| EngineError::Kernel("attention layer without a cache".into()))?;
+            layer.forward(cx, kv, x, n, pos0, self.eps)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,111 @@
+//! `Engine`: a loaded model, its tokenizer, the backend and the options in force.
+
+use crate::backend::{Backend, CpuBackend};
+use crate::head::HEAD_ROWS;
+use crate::model::Model;
+use crate::{EngineConfig, EngineError, EngineOptions, Weights};
+use lse_gguf::GgufFile;
+// TOKENIZER-PENDING: use lse_tokenizer::Tokenizer;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub struct Engine {
+    pub(crate) model: Model,
+    pub(crate) backend: Box<dyn Backend>,
+    pub(crate) opts: EngineOptions,
+    pub(crate) kv_capacity: usize,
+    // TOKENIZER-PENDING: tokenizer: Tokenizer,
+    name: String,
+}
+
+/// Default KV capacity when the model states no context length.
+const FALLBACK_CTX: usize = 4096;
+
+impl Engine {
+    /// Loads a `.gguf` file, or the single model `.gguf` in a folder (the first shard of a split model).
+    pub fn load(model: &Path, opts: EngineOptions) -> Result<Engine, EngineError> {
+        opts.validate()?;
+        let path = resolve_model_path(model)?;
+        let file = Arc::new(GgufFile::open(&path)?);
+        // TOKENIZER-PENDING: let tokenizer = Tokenizer::from_gguf(&file).map_err(|e| EngineError::Tokenizer(e.to_string()))?;
+        let weights = Weights::new(file.clone())?;
+        let kv_capacity = opts.kv_len.unwrap_or(if weights.hp.n_ctx_train > 0 { weights.hp.n_ctx_train } else { FALLBACK_CTX });
+        let model = Model::load(weights)?;
+        // refuse a cache dtype the heads cannot be stored in before any request runs
+        model.arch.new_session(0, opts.kv_dtype)?;
+        let name = file
+            .get_str("general.name")
+            .map(str::to_string)
+            .unwrap_or_else(|| path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default());
+        let backend: Box<dyn Backend> = Box::new(CpuBackend::new(opts.dialect, opts.threads, opts.flash_attention));
+        Ok(Engine { model, backend, opts, kv_capacity, name })
+    }
+
+    // TOKENIZER-PENDING: pub fn tokenizer(&self) -> &Tokenizer { &self.tokenizer }
+
+    pub fn n_vocab(&self) -> usize {
+        self.model.n_vocab
+    }
+
+    pub fn n_embd(&self) -> usize {
+        self.model.n_embd
+    }
+
+    pub fn architecture(&self) -> &str {
+        &self.model.w.hp.arch
+    }
+
+    pub fn model_name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn kv_capacity(&self) -> usize {
+        self.kv_capacity
+    }
+
+    pub fn options(&self) -> &EngineOptions {
+        &self.opts
+    }
+
+    pub fn config(&self) -> EngineConfig {
+        EngineConfig {
+            device_arch: self.backend.device_arch(),
+            prefill_attention: if self.opts.flash_attention { "flashprefill-v2" } else { "dense" },
+            prefill_attention_scale: self.model.arch.attention_scale(),
+            kv_cache_dtype: self.opts.kv_dtype.name(),
+            kv_capacity: self.kv_capacity,
+            batch_size: self.opts.batch_size,
+            ubatch_size: self.opts.ubatch_size,
+            head_rows: HEAD_ROWS,
+            cpu_fallback_allowed: self.opts.cpu_fallback_allowed,
+        }
+    }
+}
+
+/// A file as is; a folder must hold exactly one model `.gguf` (or the shards of one split model).
+fn resolve_model_path(p: &Path) -> Result<PathBuf, EngineError> {
+    let err = |m: String| EngineError::ModelPath(p.display().to_string(), m);
+    let meta = std::fs::metadata(p).map_err(|e| err(e.to_string()))?;
+    if !meta.is_dir() {
+        return Ok(p.to_path_buf());
+    }
+    let mut ggufs: Vec<PathBuf> = std::fs::read_dir(p)
+        .map_err(|e| err(e.to_string()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|f| f.extension().is_some_and(|x| x.eq_ignore_ascii_case("gguf")))
+        .filter(|f| !f.file_name().is_some_and(|n| n.to_string_lossy().starts_with("mmproj")))
+        .collect();
+    ggufs.sort();
+    match ggufs.len() {
+        0 => Err(err("the folder holds no .gguf file".into())),
+        1 => Ok(ggufs.remove(0)),
+        n => {
+            let first = ggufs.iter().find(|f| f.to_string_lossy().contains("-00001-of-"));
+            let all_shards = ggufs.iter().all(|f| f.to_string_lossy().contains("-of-"));
+            match first {
+                Some(f) if all_shards => Ok(f.clone()),
+                _ => Err(err(format!("the folder holds {n} .gguf files; pass one of them"))),
+            }
+        }
+    }
+}

@@ -1,0 +1,95 @@
+//! Hyperparameters every architecture shares, read once from the `{arch}.*` GGUF keys
+//! with llama.cpp's defaults.
+
+use crate::EngineError;
+use lse_gguf::{GgufFile, Value};
+
+#[derive(Clone, Debug)]
+pub struct HParams {
+    pub arch: String,
+    pub n_layer: usize,
+    pub n_embd: usize,
+    pub n_head: usize,
+    n_head_kv: Vec<usize>,
+    /// Head size of Q and K (`attention.key_length`, default n_embd / n_head).
+    pub head_dim_k: usize,
+    /// Head size of V (`attention.value_length`, default head_dim_k).
+    pub head_dim_v: usize,
+    /// Rotated dims per head (`rope.dimension_count`, default head_dim_k).
+    pub n_rot: usize,
+    pub eps: f32,
+    /// `rope.freq_base` (default 10000).
+    pub rope_base: f32,
+    /// 1 / `rope.scaling.factor` (linear scaling), 1 when absent.
+    pub rope_freq_scale: f32,
+    /// `context_length` (0 when absent).
+    pub n_ctx_train: usize,
+    n_ff: Vec<usize>,
+}
+
+impl HParams {
+    pub fn read(f: &GgufFile) -> Result<HParams, EngineError> {
+        let arch = f.architecture().ok_or(EngineError::NoArchitecture)?.to_string();
+        let k = |s: &str| format!("{arch}.{s}");
+        let req = |s: &str| -> Result<usize, EngineError> {
+            f.get_u64(&k(s)).map(|v| v as usize).ok_or_else(|| EngineError::Metadata(format!("missing or non-integer key {}", k(s))))
+        };
+        let n_layer = req("block_count")?;
+        let n_embd = req("embedding_length")?;
+        let n_head_arr = per_layer(f, &k("attention.head_count"), n_layer)?
+            .ok_or_else(|| EngineError::Metadata(format!("missing key {}", k("attention.head_count"))))?;
+        let n_head = n_head_arr.iter().copied().max().unwrap_or(0);
+        if n_layer == 0 || n_embd == 0 || n_head == 0 {
+            return Err(EngineError::Metadata(format!("{arch}: block_count, embedding_length and head_count must be positive")));
+        }
+        let n_head_kv = per_layer(f, &k("attention.head_count_kv"), n_layer)?.unwrap_or_else(|| vec![n_head; n_layer]);
+        let head_dim_k = f.get_u64(&k("attention.key_length")).map(|v| v as usize).unwrap_or(n_embd / n_head);
+        let head_dim_v = f.get_u64(&k("attention.value_length")).map(|v| v as usize).unwrap_or(head_dim_k);
+        let n_rot = f.get_u64(&k("rope.dimension_count")).map(|v| v as usize).unwrap_or(head_dim_k);
+        let eps = f
+            .get_f32(&k("attention.layer_norm_rms_epsilon"))
+            .ok_or_else(|| EngineError::Metadata(format!("missing key {}", k("attention.layer_norm_rms_epsilon"))))?;
+        let rope_base = f.get_f32(&k("rope.freq_base")).unwrap_or(10000.0);
+        if let Some(t) = f.get_str(&k("rope.scaling.type")) {
+            if t != "none" && t != "linear" {
+                return Err(EngineError::Metadata(format!("rope scaling type '{t}' is not supported")));
+            }
+        }
+        let factor = f.get_f32(&k("rope.scaling.factor")).or_else(|| f.get_f32(&k("rope.scale_linear"))).unwrap_or(0.0);
+        let rope_freq_scale = if factor == 0.0 { 1.0 } else { 1.0 / factor };
+        let n_ctx_train = f.get_u64(&k("context_length")).unwrap_or(0) as usize;
+        let n_ff = per_layer(f, &k("feed_forward_length"), n_layer)?.unwrap_or_default();
+        if head_dim_k == 0 || n_rot > head_dim_k || n_rot % 2 != 0 {
+            return Err(EngineError::Metadata(format!("{arch}: rope dims {n_rot} do not fit head size {head_dim_k}")));
+        }
+        Ok(HParams { arch, n_layer, n_embd, n_head, n_head_kv, head_dim_k, head_dim_v, n_rot, eps, rope_base, rope_freq_scale, n_ctx_train, n_ff })
+    }
+
+    /// KV heads of layer `il` (0 for a layer without attention when the file says so).
+    pub fn n_head_kv(&self, il: usize) -> usize {
+        self.n_head_kv.get(il).copied().unwrap_or(self.n_head)
+    }
+
+    /// Feed-forward width of layer `il` (0 when the file does not say).
+    pub fn n_ff(&self, il: usize) -> usize {
+        self.n_ff.get(il).copied().unwrap_or(0)
+    }
+}
+
+/// A key that is either one integer or one integer per layer.
+fn per_layer(f: &GgufFile, key: &str, n_layer: usize) -> Result<Option<Vec<usize>>, EngineError> {
+    match f.get(key) {
+        None => Ok(None),
+        Some(Value::Array(a)) => {
+            let v: Option<Vec<usize>> = a.iter().map(|x| x.as_u64().map(|u| u as usize)).collect();
+            match v {
+                Some(v) if v.len() == n_layer => Ok(Some(v)),
+                _ => Err(EngineError::Metadata(format!("{key} must hold {n_layer} integers"))),
+            }
+        }
+        Some(x) => x
+            .as_u64()
+            .map(|u| Some(vec![u as usize; n_layer]))
+            .ok_or_else(|| EngineError::Metadata(format!("{key} is not an integer"))),
+    }
+}

@@ -1,0 +1,60 @@
+//! The KV cache of one attention layer: `capacity` positions, each `n_head_kv` K rows of
+//! `head_dim_k` and V rows of `head_dim_v`, stored in the cache dtype. K and V pass through that
+//! dtype before attention reads them (f16 by default, as llama.cpp).
+
+use crate::EngineError;
+use lse_gguf::GgmlType;
+use lse_kernels::attention::{kv, KvView};
+
+pub struct LayerKv {
+    pub ty: GgmlType,
+    pub capacity: usize,
+    pub n_head_kv: usize,
+    pub head_dim_k: usize,
+    pub head_dim_v: usize,
+    kb: usize,
+    vb: usize,
+    k: Vec<u8>,
+    v: Vec<u8>,
+}
+
+impl LayerKv {
+    pub fn new(ty: GgmlType, capacity: usize, n_head_kv: usize, head_dim_k: usize, head_dim_v: usize) -> Result<LayerKv, EngineError> {
+        let bad = |d: usize| EngineError::InvalidOption(format!("--kv-cache-dtype {} cannot store heads of {d} values (q8_0 needs a multiple of 32)", ty.name()));
+        let kb = kv::kv_row_bytes(ty, head_dim_k).ok_or_else(|| bad(head_dim_k))?;
+        let vb = kv::kv_row_bytes(ty, head_dim_v).ok_or_else(|| bad(head_dim_v))?;
+        Ok(LayerKv {
+            ty,
+            capacity,
+            n_head_kv,
+            head_dim_k,
+            head_dim_v,
+            kb,
+            vb,
+            k: vec![0u8; capacity * n_head_kv * kb],
+            v: vec![0u8; capacity * n_head_kv * vb],
+        })
+    }
+
+    /// Writes `n` positions starting at `pos0`: `k` rows of `n_head_kv × head_dim_k`, `v` likewise.
+    pub fn store(&mut self, pos0: usize, n: usize, k: &[f32], v: &[f32]) -> Result<(), EngineError> {
+        if pos0 + n > self.capacity {
+            return Err(EngineError::WindowTooLong { tokens: pos0 + n, capacity: self.capacity });
+        }
+        let (hk, dk, dv) = (self.n_head_kv, self.head_dim_k, self.head_dim_v);
+        if k.len() != n * hk * dk || v.len() != n * hk * dv {
+            return Err(EngineError::Kernel("kv store: row sizes do not match the cache".into()));
+        }
+        for r in 0..n * hk {
+            let slot = pos0 * hk + r;
+            kv::store_row(self.ty, &k[r * dk..(r + 1) * dk], &mut self.k[slot * self.kb..(slot + 1) * self.kb]);
+            kv::store_row(self.ty, &v[r * dv..(r + 1) * dv], &mut self.v[slot * self.vb..(slot + 1) * self.vb]);
+        }
+        Ok(())
+    }
+
+    /// The cache as the attention kernels read it.
+    pub fn view(&self) -> KvView<'_> {
+        KvView { ty: self.ty, k: &self.k, v: &self.v, n_head_kv: self.n_head_kv, head_dim_k: self.head_dim_k, head_dim_v: self.head_dim_v }
+    }
+}

@@ -1,0 +1,36 @@
+//! The parts every model has around its layer stack: token embeddings, the final norm and the
+//! LM head (`output.weight`, tied to `token_embd.weight` when absent), plus final soft-capping.
+
+use crate::arch::{load_architecture, Architecture};
+use crate::{EngineError, Matrix, Weights};
+
+pub struct Model {
+    pub w: Weights,
+    pub arch: Box<dyn Architecture>,
+    pub token_embd: Matrix,
+    pub output_norm: Vec<f32>,
+    pub output: Matrix,
+    pub final_softcap: Option<f32>,
+    pub n_vocab: usize,
+    pub n_embd: usize,
+}
+
+impl Model {
+    pub fn load(w: Weights) -> Result<Model, EngineError> {
+        let e = w.hp.n_embd;
+        let emb = w.file.tensor("token_embd.weight").ok_or_else(|| EngineError::MissingTensor("token_embd.weight".into()))?;
+        if emb.dims.len() < 2 || emb.dims[0] as usize != e {
+            return Err(EngineError::ShapeMismatch { name: "token_embd.weight".into(), got: emb.dims.clone(), want: vec![e as u64, 0] });
+        }
+        let n_vocab = emb.dims[1] as usize;
+        let token_embd = w.matrix("token_embd.weight", e, n_vocab)?;
+        let output = match w.opt_matrix("output.weight", e, n_vocab)? {
+            Some(m) => m,
+            None => token_embd.clone(),
+        };
+        let output_norm = w.vector("output_norm.weight", e)?;
+        let final_softcap = w.key_f32("final_logit_softcapping").filter(|&c| c > 0.0);
+        let arch = load_architecture(&w)?;
+        Ok(Model { w, arch, token_embd, output_norm, output, final_softcap, n_vocab, n_embd: e })
+    }
+}

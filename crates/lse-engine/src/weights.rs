@@ -1,0 +1,139 @@
+//! Binding weights by llama.cpp tensor name: matrices stay in the memory map in their stored
+//! (possibly quantized) type; small tensors (norms, biases) are read as f32.
+
+use crate::{EngineError, HParams};
+use lse_gguf::{GgmlType, GgufFile, TensorInfo, Value};
+use std::sync::Arc;
+
+/// A 2-D weight `W[n][k]` (ggml dims `[k, n]`): `n` rows of `k` elements of type `ty`.
+#[derive(Clone)]
+pub struct Matrix {
+    pub name: String,
+    pub ty: GgmlType,
+    /// Input width (elements per row).
+    pub k: usize,
+    /// Output width (rows).
+    pub n: usize,
+    file: Arc<GgufFile>,
+    index: usize,
+}
+
+impl Matrix {
+    /// The stored bytes (`n` rows of `row_bytes()`).
+    pub fn bytes(&self) -> &[u8] {
+        self.file.tensor_data(&self.file.tensors()[self.index])
+    }
+
+    /// Bytes of one row.
+    pub fn row_bytes(&self) -> usize {
+        self.ty.row_bytes(self.k).unwrap_or(0)
+    }
+}
+
+impl std::fmt::Debug for Matrix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Matrix({} {} [{} x {}])", self.name, self.ty.name(), self.n, self.k)
+    }
+}
+
+/// The open model file and its common hyperparameters, for binding tensors by name.
+pub struct Weights {
+    pub file: Arc<GgufFile>,
+    pub hp: HParams,
+}
+
+impl Weights {
+    pub fn new(file: Arc<GgufFile>) -> Result<Weights, EngineError> {
+        let hp = HParams::read(&file)?;
+        Ok(Weights { file, hp })
+    }
+
+    fn find(&self, name: &str) -> Option<(usize, &TensorInfo)> {
+        self.file.tensors().iter().enumerate().find(|(_, t)| t.name == name)
+    }
+
+    /// Whether the file has a tensor of this name.
+    pub fn has(&self, name: &str) -> bool {
+        self.file.tensor(name).is_some()
+    }
+
+    /// A required matrix of `n` rows by `k` columns (ggml dims `[k, n]`).
+    pub fn matrix(&self, name: &str, k: usize, n: usize) -> Result<Matrix, EngineError> {
+        self.opt_matrix(name, k, n)?.ok_or_else(|| EngineError::MissingTensor(name.to_string()))
+    }
+
+    /// An optional matrix; present with the wrong shape or type is an error.
+    pub fn opt_matrix(&self, name: &str, k: usize, n: usize) -> Result<Option<Matrix>, EngineError> {
+        let Some((index, t)) = self.find(name) else {
+            return Ok(None);
+        };
+        let want = [k as u64, n as u64];
+        if trim_dims(&t.dims) != trim_dims(&want) {
+            return Err(EngineError::ShapeMismatch { name: name.to_string(), got: t.dims.clone(), want: want.to_vec() });
+        }
+        if !lse_kernels::supports(t.ggml_type) {
+            return Err(EngineError::UnsupportedTensorType(name.to_string(), t.ggml_type.name()));
+        }
+        Ok(Some(Matrix { name: name.to_string(), ty: t.ggml_type, k, n, file: self.file.clone(), index }))
+    }
+
+    /// A required 1-D tensor of `len` elements, as f32.
+    pub fn vector(&self, name: &str, len: usize) -> Result<Vec<f32>, EngineError> {
+        self.tensor_f32(name, &[len])
+    }
+
+    /// An optional 1-D tensor of `len` elements, as f32.
+    pub fn opt_vector(&self, name: &str, len: usize) -> Result<Option<Vec<f32>>, EngineError> {
+        if self.has(name) {
+            self.vector(name, len).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// A required tensor with ggml dims `dims` (trailing 1s ignored), dequantized to f32.
+    pub fn tensor_f32(&self, name: &str, dims: &[usize]) -> Result<Vec<f32>, EngineError> {
+        let (_, t) = self.find(name).ok_or_else(|| EngineError::MissingTensor(name.to_string()))?;
+        let want: Vec<u64> = dims.iter().map(|&d| d as u64).collect();
+        if trim_dims(&t.dims) != trim_dims(&want) {
+            return Err(EngineError::ShapeMismatch { name: name.to_string(), got: t.dims.clone(), want });
+        }
+        let n: usize = dims.iter().product();
+        let row = *dims.first().unwrap_or(&1);
+        let rb = t.ggml_type.row_bytes(row).ok_or_else(|| EngineError::UnsupportedTensorType(name.to_string(), t.ggml_type.name()))?;
+        let data = self.file.tensor_data(t);
+        let mut out = vec![0f32; n];
+        if row > 0 {
+            for (src, dst) in data.chunks_exact(rb).zip(out.chunks_exact_mut(row)) {
+                lse_kernels::dequantize_row(t.ggml_type, src, dst);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The metadata value `{arch}.{suffix}`.
+    pub fn key(&self, suffix: &str) -> Option<&Value> {
+        self.file.get(&format!("{}.{suffix}", self.hp.arch))
+    }
+
+    pub fn key_u64(&self, suffix: &str) -> Option<u64> {
+        self.key(suffix).and_then(|v| v.as_u64())
+    }
+
+    pub fn key_f32(&self, suffix: &str) -> Option<f32> {
+        self.key(suffix).and_then(|v| v.as_f32())
+    }
+
+    pub fn key_bool(&self, suffix: &str) -> Option<bool> {
+        self.key(suffix).and_then(|v| v.as_bool())
+    }
+}
+
+/// Dims without trailing 1s (ggml pads shapes with 1s).
+fn trim_dims(d: &[u64]) -> Vec<u64> {
+    let mut v = d.to_vec();
+    while v.len() > 1 && v.last() == Some(&1) {
+        v.pop();
+    }
+    v
+}

@@ -1,0 +1,124 @@
+//! The tiny synthetic models against llama.cpp's top-32 and chunk perplexities
+//! (`shared/golden/synthetic`, ctx 128, 8 chunks, rows 64..126 scored).
+
+mod common;
+
+use common::*;
+use lse_engine::{Dialect, Engine, EngineOptions, KvDtype};
+
+const CTX: usize = 128;
+
+fn opts(flash: bool, kv: KvDtype, plan: (usize, usize, usize), dialect: Dialect) -> EngineOptions {
+    EngineOptions {
+        threads: plan.2,
+        batch_size: plan.0,
+        ubatch_size: plan.1,
+        kv_dtype: kv,
+        kv_len: Some(CTX),
+        flash_attention: flash,
+        dialect,
+        cpu_fallback_allowed: true,
+    }
+}
+
+fn run(name: &str, o: EngineOptions) -> Scores {
+    let dir = lse_testdata::shared("golden/synthetic");
+    let engine = Engine::load(&dir.join(format!("{name}.gguf")), o).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let gold = read_json(&dir.join(format!("{name}.top32.json")));
+    score_windows(&engine, &synthetic_windows(&gold), CTX / 2)
+}
+
+/// Checks one model in one configuration against the golden files; returns the scores.
+fn check(name: &str, flash: bool, kv: KvDtype, quantized: bool) -> Scores {
+    let dir = lse_testdata::shared("golden/synthetic");
+    let s = run(name, opts(flash, kv, (CTX, CTX, 2), Dialect::Simd));
+    let ppl_gold: Vec<f64> = read_json(&dir.join(format!("{name}.ppl.json")))["chunk_ppl"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+    let ppl = s.running_ppl(CTX - CTX / 2 - 1);
+    let (kld_max, ppl_tol) = if quantized { (1e-2, 0.015) } else { (1e-3, 0.005) };
+    let worst = ppl.iter().zip(&ppl_gold).map(|(a, b)| (a / b - 1.0).abs()).fold(0.0, f64::max);
+    let tag = format!("{name} flash={flash} kv={}", kv.name());
+    eprintln!(
+        "{tag}: mean KLD {:.3e} (max {:.3e}), top-1 {:.2}%, PPL {:.4} vs {:.4} (worst chunk diff {:.3}%)",
+        s.mean_kld(),
+        s.max_kld(),
+        100.0 * s.top1(),
+        ppl.last().unwrap(),
+        ppl_gold.last().unwrap(),
+        100.0 * worst
+    );
+    assert_eq!(ppl.len(), ppl_gold.len(), "{tag}: chunk count");
+    assert!(s.mean_kld() <= kld_max, "{tag}: mean KLD {:.3e} > {kld_max:e}", s.mean_kld());
+    assert!(s.top1() >= 0.98, "{tag}: same top-1 {:.2}% < 98%", 100.0 * s.top1());
+    assert!(worst <= ppl_tol, "{tag}: chunk PPL off by {:.3}% (> {:.1}%): {ppl:?} vs {ppl_gold:?}", 100.0 * worst, 100.0 * ppl_tol);
+    s
+}
+
+fn check_all(name: &str, quantized: bool) {
+    for flash in [true, false] {
+        for kv in [KvDtype::F16, KvDtype::F32] {
+            check(name, flash, kv, quantized);
+        }
+    }
+}
+
+#[test]
+fn llama_tiny() {
+    check_all("llama-tiny", false);
+}
+
+#[test]
+fn qwen2_tiny() {
+    check_all("qwen2-tiny", false);
+}
+
+#[test]
+fn qwen3_tiny() {
+    check_all("qwen3-tiny", false);
+}
+
+#[test]
+fn gemma3_tiny() {
+    check_all("gemma3-tiny", false);
+}
+
+#[test]
+fn llama_tiny_q8_0() {
+    check_all("llama-tiny-q8_0", true);
+}
+
+#[test]
+fn llama_tiny_q4_0() {
+    check_all("llama-tiny-q4_0", true);
+}
+
+/// Batch/ubatch/threads plans give the same results up to rounding, and still match llama.cpp.
+#[test]
+fn plans_agree() {
+    for name in ["llama-tiny", "gemma3-tiny"] {
+        let base = run(name, opts(true, KvDtype::F16, (128, 128, 1), Dialect::Simd));
+        for plan in [(64, 32, 2), (128, 16, 2)] {
+            for flash in [true, false] {
+                let s = run(name, opts(flash, KvDtype::F16, plan, Dialect::Simd));
+                let d = max_logp_diff(&base, &s);
+                let same = base.argmax.iter().zip(&s.argmax).filter(|(a, b)| a == b).count();
+                eprintln!("{name} plan {plan:?} flash={flash}: max |dlogp| {d:.2e}, same argmax {same}/{}, mean KLD {:.3e}", s.argmax.len(), s.mean_kld());
+                assert!(d < 2e-3, "{name} plan {plan:?} flash={flash}: log-probs moved by {d:.2e}");
+                assert!(same * 1000 >= s.argmax.len() * 998, "{name} plan {plan:?}: argmax changed on {} rows", s.argmax.len() - same);
+                assert!(s.mean_kld() <= 1e-3, "{name} plan {plan:?}: mean KLD {:.3e}", s.mean_kld());
+            }
+        }
+    }
+}
+
+/// The scalar kernels agree with the SIMD kernels on the argmax of (nearly) every row.
+#[test]
+fn scalar_matches_simd() {
+    for name in ["llama-tiny", "qwen3-tiny", "llama-tiny-q4_0"] {
+        let a = run(name, opts(true, KvDtype::F16, (128, 128, 2), Dialect::Simd));
+        let b = run(name, opts(true, KvDtype::F16, (128, 128, 2), Dialect::Scalar));
+        let same = a.argmax.iter().zip(&b.argmax).filter(|(x, y)| x == y).count();
+        let d = max_logp_diff(&a, &b);
+        eprintln!("{name}: scalar vs simd same argmax {same}/{}, max |dlogp| {d:.2e}", a.argmax.len());
+        assert!(same as f64 >= 0.999 * a.argmax.len() as f64, "{name}: scalar/simd argmax differ on {} rows", a.argmax.len() - same);
+    }
+}

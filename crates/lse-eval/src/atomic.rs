@@ -1,0 +1,95 @@
+//! Atomic output files: a temporary file beside the target, renamed over it on commit.
+//! Creating one up front proves the path is writable before a long run starts; dropping it
+//! uncommitted removes the temporary file, so a failed run leaves nothing behind.
+
+use crate::error::{io_reason, EvalError, Result};
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+pub struct AtomicFile {
+    target: PathBuf,
+    tmp: PathBuf,
+    file: Option<File>,
+}
+
+impl AtomicFile {
+    /// Creates the temporary file now. `what` names the file in errors (e.g. "output file").
+    pub fn create(target: &Path, what: &str) -> Result<AtomicFile> {
+        let err = |reason: String| EvalError::Output(format!("cannot write {what} {}: {reason}", target.display()));
+        if target.as_os_str().is_empty() {
+            return Err(EvalError::Output(format!("{what}: empty path")));
+        }
+        if target.is_dir() {
+            return Err(err("it is a directory".into()));
+        }
+        let name = target.file_name().ok_or_else(|| err("not a file name".into()))?;
+        let dir = match target.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = dir.join(format!(".{}.tmp-{}-{seq}", name.to_string_lossy(), std::process::id()));
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .map_err(|e| err(io_reason(&e)))?;
+        Ok(AtomicFile { target: target.to_path_buf(), tmp, file: Some(file) })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.target
+    }
+
+    /// Writes `bytes` to the temporary file and renames it over the target.
+    pub fn commit(mut self, bytes: &[u8]) -> Result<()> {
+        self.commit_with(|f| f.write_all(bytes))
+    }
+
+    /// Writes with `f`, flushes, and renames over the target.
+    pub fn commit_with(&mut self, f: impl FnOnce(&mut std::io::BufWriter<&File>) -> std::io::Result<()>) -> Result<()> {
+        let file = self.file.take().expect("committed once");
+        let err = |e: std::io::Error| EvalError::Output(EvalError::io("write", &self.target, &e));
+        {
+            let mut w = std::io::BufWriter::with_capacity(1 << 20, &file);
+            f(&mut w).map_err(err)?;
+            w.flush().map_err(err)?;
+        }
+        file.sync_all().map_err(err)?;
+        drop(file);
+        std::fs::rename(&self.tmp, &self.target).map_err(err)?;
+        Ok(())
+    }
+}
+
+impl Drop for AtomicFile {
+    fn drop(&mut self) {
+        if self.file.is_some() || self.tmp.exists() {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commit_and_abandon() {
+        let dir = std::env::temp_dir().join(format!("lse-eval-atomic-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let t = dir.join("out.json");
+        let a = AtomicFile::create(&t, "output file").unwrap();
+        assert!(!t.exists());
+        a.commit(b"hello").unwrap();
+        assert_eq!(std::fs::read(&t).unwrap(), b"hello");
+        let t2 = dir.join("gone.json");
+        drop(AtomicFile::create(&t2, "output file").unwrap());
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+        let e = AtomicFile::create(&dir.join("no/such/dir/x"), "output file").err().unwrap().to_string();
+        assert!(e.contains("cannot write output file"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

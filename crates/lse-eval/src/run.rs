@@ -1,0 +1,479 @@
+//! The scoring loop: tokens -> plan -> fresh-session prefill per window -> LM head in blocks ->
+//! per-token NLL (and KLD) -> the SPEC §4 report.
+
+use crate::error::{EvalError, Result};
+use crate::input::token_ids_sha256;
+use crate::kld::{llama_kld, KldBase, LlamaRow, LseBaseWriter, LseRecord, RunIdentity};
+use crate::plan::{plan_chunks, plan_pairs, plan_sliding, Method, Window};
+use crate::report::num;
+use crate::request::{PerplexityInput, PerplexityRequest, DEFAULT_CTX};
+use crate::scorer::{Reduction, RowRequest, Scorer};
+use crate::stats::{kld_top_k, log_prob, percentile, Moments};
+use serde_json::{json, Map, Value};
+use std::time::Instant;
+
+/// Where a run stands, passed to `Progress::update` after every window (and once before the first).
+#[derive(Debug, Clone, Copy)]
+pub struct ProgressInfo {
+    pub windows_done: usize,
+    pub windows_total: usize,
+    /// Tokens sent through prefill so far, and in the whole plan.
+    pub tokens_done: usize,
+    pub tokens_total: usize,
+    pub elapsed_seconds: f64,
+}
+
+/// Receives progress; the CLI draws it on stderr.
+pub trait Progress {
+    fn update(&mut self, info: &ProgressInfo);
+    fn finish(&mut self) {}
+}
+
+/// No progress output.
+pub struct NoProgress;
+impl Progress for NoProgress {
+    fn update(&mut self, _: &ProgressInfo) {}
+}
+
+/// The checks and files a run needs before any model work: options validated, the KLD base opened
+/// and its settings checked, the base output's temporary file created (proving the path writable).
+pub struct Preflight {
+    base: Option<KldBase>,
+    base_out: Option<LseBaseWriter>,
+}
+
+/// Validates `req` and opens its files. Call before loading the model to fail fast.
+pub fn preflight(req: &PerplexityRequest) -> Result<Preflight> {
+    req.validate()?;
+    let method = req.method();
+    let base = match &req.kld_base {
+        Some(p) => {
+            let b = KldBase::open(p)?;
+            let (ctx, stride) = match method {
+                Method::Pairs => (None, None),
+                _ => {
+                    let ctx = req.ctx.unwrap_or(DEFAULT_CTX);
+                    (Some(ctx), Some(req.stride.unwrap_or(ctx)))
+                }
+            };
+            b.check_settings(method, ctx, stride, req.chunks)?;
+            Some(b)
+        }
+        None => None,
+    };
+    let base_out = match &req.kld_base_out {
+        Some(p) => {
+            if req.kld_base.as_deref() == Some(p.as_path()) {
+                return Err(EvalError::InvalidOption(format!(
+                    "--perplexity-kld-base-out {} is also the base being compared against",
+                    p.display()
+                )));
+            }
+            Some(LseBaseWriter::create(p, req.top_k())?)
+        }
+        None => None,
+    };
+    Ok(Preflight { base, base_out })
+}
+
+/// `preflight` + `run_prepared`.
+pub fn run_with<S: Scorer>(scorer: &S, req: &PerplexityRequest, progress: &mut dyn Progress) -> Result<Value> {
+    let pre = preflight(req)?;
+    run_prepared(scorer, req, pre, progress)
+}
+
+struct KldStats {
+    nll_b: Moments,
+    log_ratio: Moments,
+    kld: Moments,
+    klds: Vec<f64>,
+    kld_max: f64,
+    same_top: usize,
+    delta_p: Moments,
+    top_mass: f64,
+}
+
+impl KldStats {
+    fn new() -> Self {
+        KldStats {
+            nll_b: Moments::default(),
+            log_ratio: Moments::default(),
+            kld: Moments::default(),
+            klds: Vec::new(),
+            kld_max: f64::NEG_INFINITY,
+            same_top: 0,
+            delta_p: Moments::default(),
+            top_mass: 0.0,
+        }
+    }
+    fn add(&mut self, nll: f64, base_nll: f64, kld: f64, same: bool, top_mass: f64) {
+        self.nll_b.add(base_nll);
+        self.log_ratio.add(nll - base_nll);
+        self.kld.add(kld);
+        self.klds.push(kld);
+        self.kld_max = self.kld_max.max(kld);
+        self.same_top += same as usize;
+        self.delta_p.add((-nll).exp() - (-base_nll).exp());
+        self.top_mass += top_mass;
+    }
+}
+
+struct WindowStat {
+    nll_sum: f64,
+    scored: usize,
+    seconds: f64,
+}
+
+fn non_finite(w: &Window, pos: usize) -> EvalError {
+    EvalError::Engine(format!("non-finite logits in window {} at position {pos}", w.index))
+}
+
+/// `max`, `sum(exp(l - max))` (f32 exp, f64 sum), argmax (first), picked logits and top-K of a full row.
+pub fn reduce_full(row: &[f32], ids: &[u32], top_k: usize) -> Reduction {
+    let mut m = f32::NEG_INFINITY;
+    let mut am = 0usize;
+    for (i, &l) in row.iter().enumerate() {
+        if l > m {
+            m = l;
+            am = i;
+        }
+    }
+    let s: f64 = row.iter().map(|&l| (l - m).exp() as f64).sum();
+    let mut top: Vec<(u32, f32)> = Vec::new();
+    if top_k > 0 {
+        let mut idx: Vec<u32> = (0..row.len() as u32).collect();
+        let k = top_k.min(row.len());
+        let cmp = |a: &u32, b: &u32| row[*b as usize].total_cmp(&row[*a as usize]).then(a.cmp(b));
+        idx.select_nth_unstable_by(k - 1, cmp);
+        idx.truncate(k);
+        idx.sort_by(cmp);
+        top = idx.into_iter().map(|i| (i, row[i as usize])).collect();
+    }
+    Reduction { max: m, sum_exp: s, argmax: am as u32, picked: ids.iter().map(|&i| row[i as usize]).collect(), top }
+}
+
+/// Runs a prepared request on `scorer` and returns the SPEC §4 report.
+pub fn run_prepared<S: Scorer>(scorer: &S, req: &PerplexityRequest, pre: Preflight, progress: &mut dyn Progress) -> Result<Value> {
+    let t0 = Instant::now();
+    let Preflight { mut base, mut base_out } = pre;
+    let method = req.method();
+    let n_vocab = scorer.n_vocab();
+    let kv = scorer.kv_capacity();
+
+    // 1. Token ids.
+    let mut pair_lens = Vec::new();
+    let tokens: Vec<u32> = match &req.input {
+        PerplexityInput::Text(s) => scorer.tokenize(s, true),
+        PerplexityInput::Tokens(v) => {
+            if let Some((i, &id)) = v.iter().enumerate().find(|(_, &id)| id as usize >= n_vocab) {
+                return Err(EvalError::Input(format!(
+                    "token id {id} at index {i} is outside the vocabulary (ids must be below {n_vocab})"
+                )));
+            }
+            v.clone()
+        }
+        PerplexityInput::Pairs(recs) => {
+            let mut all = Vec::new();
+            for r in recs.iter().take(req.chunks.unwrap_or(usize::MAX)) {
+                let p = scorer.tokenize(&r.prompt, true);
+                let resp = scorer.tokenize(&r.response, false);
+                let total = p.len() + resp.len();
+                if total > kv {
+                    return Err(EvalError::WindowTooLarge(format!(
+                        "pairs line {}: the record has {total} tokens, more than the KV capacity of {kv} (--kv-len)",
+                        r.line
+                    )));
+                }
+                pair_lens.push((p.len(), total));
+                all.extend(p);
+                all.extend(resp);
+            }
+            all
+        }
+    };
+    let sha = token_ids_sha256(&tokens);
+
+    // 2. Plan.
+    let bos = if scorer.add_bos() { scorer.bos_id() } else { None };
+    let bos_replace = bos.is_some();
+    let mut chunks_limit = req.chunks;
+    let (windows, ctx, stride) = match method {
+        Method::Chunks => {
+            let ctx = req.ctx.unwrap_or(DEFAULT_CTX);
+            if let Some(KldBase::Llama(b)) = &base {
+                chunks_limit = Some(b.n_chunk);
+                if tokens.len() < b.n_chunk * ctx {
+                    b.check_run(&tokens, n_vocab)?; // names the token count
+                }
+            }
+            check_kv(ctx, kv)?;
+            (plan_chunks(tokens.len(), ctx, chunks_limit, bos_replace)?, ctx, ctx)
+        }
+        Method::Sliding => {
+            let ctx = req.ctx.unwrap_or(DEFAULT_CTX);
+            let stride = req.stride.unwrap_or(ctx);
+            check_kv(ctx.min(tokens.len()), kv)?;
+            (plan_sliding(tokens.len(), ctx, stride, req.chunks, bos_replace)?, ctx, stride)
+        }
+        Method::Pairs => {
+            let w = plan_pairs(&pair_lens, req.chunks);
+            let ctx = pair_lens.iter().map(|p| p.1).max().unwrap_or(0);
+            (w, ctx, ctx)
+        }
+    };
+    let scored_total: usize = windows.iter().map(|w| w.scored()).sum();
+    let tokens_total: usize = windows.iter().map(|w| if w.scored() > 0 { w.len() } else { 0 }).sum();
+    let run = RunIdentity {
+        token_ids_sha256: sha.clone(),
+        tokens: tokens.len(),
+        method,
+        ctx,
+        stride,
+        chunks: req.chunks,
+        windows: windows.len(),
+        scored_tokens: scored_total,
+        n_vocab,
+    };
+    match &base {
+        Some(KldBase::Lse(b)) => b.check_run(&run)?,
+        Some(KldBase::Llama(b)) => {
+            b.check_run(&tokens, n_vocab)?;
+            if windows.len() != b.n_chunk {
+                return Err(EvalError::KldBase(format!(
+                    "KLD base {} does not match this run: chunks is {} in the base but {} here",
+                    b.path.display(),
+                    b.n_chunk,
+                    windows.len()
+                )));
+            }
+        }
+        None => {}
+    }
+    let k_out = if base_out.is_some() { req.top_k() } else { 0 };
+    if k_out > n_vocab {
+        return Err(EvalError::InvalidOption(format!("--perplexity-kld-top-k {k_out} exceeds the vocabulary size {n_vocab}")));
+    }
+
+    // 3. Score.
+    let head_rows = scorer.head_rows().max(1);
+    let mut nll = Moments::default();
+    let mut kst = KldStats::new();
+    let mut wstats = Vec::with_capacity(windows.len());
+    let mut prefill_tokens = 0usize;
+    let mut lse_recs: Vec<LseRecord> = Vec::new();
+    let mut llama_row = LlamaRow::default();
+    progress.update(&ProgressInfo {
+        windows_done: 0,
+        windows_total: windows.len(),
+        tokens_done: 0,
+        tokens_total,
+        elapsed_seconds: t0.elapsed().as_secs_f64(),
+    });
+    for w in &windows {
+        let tw = Instant::now();
+        let positions: Vec<usize> = w.positions().collect();
+        let mut wsum = 0.0;
+        if !positions.is_empty() {
+            let input = w.input(&tokens, bos);
+            let rows = scorer.prefill(&input, &positions)?;
+            prefill_tokens += input.len();
+            for (bi, block) in positions.chunks(head_rows).enumerate() {
+                let r0 = bi * head_rows;
+                let range = r0..r0 + block.len();
+                let targets: Vec<u32> = block.iter().map(|&p| tokens[w.begin + p + 1]).collect();
+                let mut llama_klds: Vec<(f64, f64, usize, f64)> = Vec::new();
+                let reds: Vec<Reduction> = match base.as_mut() {
+                    Some(KldBase::Llama(b)) => {
+                        let logits = scorer.head_logits(&rows, range.clone())?;
+                        if logits.len() != block.len() * n_vocab {
+                            return Err(EvalError::Engine(format!(
+                                "head_logits returned {} values for {} rows of {n_vocab}",
+                                logits.len(),
+                                block.len()
+                            )));
+                        }
+                        let mut out = Vec::with_capacity(block.len());
+                        for (j, row) in logits.chunks_exact(n_vocab).enumerate() {
+                            if row.iter().any(|x| !x.is_finite()) {
+                                return Err(non_finite(w, block[j]));
+                            }
+                            b.next(&mut llama_row)?;
+                            llama_klds.push(llama_kld(row, &llama_row, targets[j] as usize));
+                            out.push(reduce_full(row, &targets[j..j + 1], k_out));
+                        }
+                        out
+                    }
+                    Some(KldBase::Lse(b)) => {
+                        lse_recs.resize_with(block.len(), LseRecord::default);
+                        let mut reqs = Vec::with_capacity(block.len());
+                        for (j, rec) in lse_recs.iter_mut().enumerate() {
+                            b.next(rec)?;
+                            if let Some(&bad) = rec.ids.iter().find(|&&id| id as usize >= n_vocab) {
+                                return Err(EvalError::KldBase(format!(
+                                    "KLD base {} is corrupt: token id {bad} is outside the vocabulary of {n_vocab}",
+                                    b.path.display()
+                                )));
+                            }
+                            let mut ids = Vec::with_capacity(1 + rec.ids.len());
+                            ids.push(targets[j]);
+                            ids.extend_from_slice(&rec.ids);
+                            reqs.push(RowRequest { ids, top_k: k_out });
+                        }
+                        scorer.head_reduce(&rows, range.clone(), &reqs)?
+                    }
+                    None => {
+                        let reqs: Vec<RowRequest> = targets.iter().map(|&t| RowRequest { ids: vec![t], top_k: k_out }).collect();
+                        scorer.head_reduce(&rows, range.clone(), &reqs)?
+                    }
+                };
+                if reds.len() != block.len() {
+                    return Err(EvalError::Engine(format!("head_reduce returned {} rows for {}", reds.len(), block.len())));
+                }
+                for (j, r) in reds.iter().enumerate() {
+                    let ok = r.max.is_finite()
+                        && r.sum_exp.is_finite()
+                        && r.sum_exp >= 1.0
+                        && r.picked.iter().all(|x| x.is_finite())
+                        && r.top.iter().all(|t| t.1.is_finite());
+                    if !ok || r.picked.is_empty() {
+                        return Err(non_finite(w, block[j]));
+                    }
+                    let ln_s = r.sum_exp.ln();
+                    let v = -log_prob(r.picked[0], r.max, ln_s);
+                    nll.add(v);
+                    wsum += v;
+                    if let Some(out) = base_out.as_mut() {
+                        out.push(v, r.top.iter().map(|&(id, l)| (id, log_prob(l, r.max, ln_s) as f32)));
+                    }
+                    match &base {
+                        Some(KldBase::Lse(_)) => {
+                            let rec = &lse_recs[j];
+                            let base_lp: Vec<f64> = rec.logp.iter().map(|&x| x as f64).collect();
+                            let this_lp: Vec<f64> = r.picked[1..].iter().map(|&l| log_prob(l, r.max, ln_s)).collect();
+                            let (k, mass) = kld_top_k(&base_lp, &this_lp);
+                            kst.add(v, rec.nll, k, rec.ids.first() == Some(&r.argmax), mass);
+                        }
+                        Some(KldBase::Llama(_)) => {
+                            let (k, base_nll, ib, mass) = llama_klds[j];
+                            kst.add(v, base_nll, k, ib == r.argmax as usize, mass);
+                        }
+                        None => {}
+                    }
+                }
+            }
+        }
+        wstats.push(WindowStat { nll_sum: wsum, scored: w.scored(), seconds: tw.elapsed().as_secs_f64() });
+        progress.update(&ProgressInfo {
+            windows_done: wstats.len(),
+            windows_total: windows.len(),
+            tokens_done: prefill_tokens,
+            tokens_total,
+            elapsed_seconds: t0.elapsed().as_secs_f64(),
+        });
+    }
+    progress.finish();
+
+    // 4. Report.
+    let mean_nll = nll.mean();
+    let ppl = mean_nll.exp();
+    let ppl_unc = ppl * nll.sem();
+    let elapsed = t0.elapsed().as_secs_f64();
+    check_finite("perplexity", ppl)?;
+    check_finite("perplexity_uncertainty", ppl_unc)?;
+    let mut rep = Map::new();
+    rep.insert("object".into(), json!("lse.perplexity"));
+    rep.insert("tokens".into(), json!(tokens.len()));
+    rep.insert("token_ids_sha256".into(), json!(sha));
+    if req.include_token_ids {
+        rep.insert("token_ids".into(), json!(tokens));
+    }
+    rep.insert("method".into(), json!(method.name()));
+    rep.insert("ctx".into(), json!(ctx));
+    rep.insert("stride".into(), json!(stride));
+    rep.insert("windows_scored".into(), json!(windows.len()));
+    rep.insert("scored_tokens".into(), json!(scored_total));
+    rep.insert("mean_nll".into(), num(mean_nll));
+    rep.insert("perplexity".into(), num(ppl));
+    rep.insert("perplexity_uncertainty".into(), num(ppl_unc));
+    rep.insert("elapsed_seconds".into(), num(elapsed));
+    rep.insert("prefill_tokens".into(), json!(prefill_tokens));
+    rep.insert("prefill_tokens_per_second".into(), num(if elapsed > 0.0 { prefill_tokens as f64 / elapsed } else { 0.0 }));
+    rep.insert("config".into(), scorer.config_json());
+    if let Some(b) = &base {
+        let n = kst.kld.n;
+        let (name, top_k) = match b {
+            KldBase::Lse(l) => (l.path.display().to_string(), l.header.top_k),
+            KldBase::Llama(l) => (l.path.display().to_string(), l.n_vocab),
+        };
+        let base_ppl = kst.nll_b.mean().exp();
+        kst.klds.sort_by(f64::total_cmp);
+        let top = if n > 0 { kst.same_top as f64 / n as f64 } else { 0.0 };
+        let top_unc = if n > 1 { (top * (1.0 - top) / (n as f64 - 1.0)).max(0.0).sqrt() } else { 0.0 };
+        let rms = if n > 0 { (kst.delta_p.sum_sq / n as f64).sqrt() } else { 0.0 };
+        let vals = [
+            ("base_perplexity", base_ppl),
+            ("perplexity", ppl),
+            ("delta_perplexity", ppl - base_ppl),
+            ("perplexity_ratio", ppl / base_ppl),
+            ("mean_log_ratio", kst.log_ratio.mean()),
+            ("mean_log_ratio_uncertainty", kst.log_ratio.sem()),
+            ("mean_kld", kst.kld.mean()),
+            ("mean_kld_uncertainty", kst.kld.sem()),
+            ("kld_p99", percentile(&kst.klds, 0.99)),
+            ("kld_max", if n > 0 { kst.kld_max } else { 0.0 }),
+            ("same_top", top),
+            ("same_top_uncertainty", top_unc),
+            ("mean_delta_p", kst.delta_p.mean()),
+            ("mean_delta_p_uncertainty", kst.delta_p.sem()),
+            ("rms_delta_p", rms),
+            ("mean_base_top_mass", if n > 0 { kst.top_mass / n as f64 } else { 0.0 }),
+        ];
+        let mut k = Map::new();
+        k.insert("base".into(), json!(name));
+        k.insert("top_k".into(), json!(top_k));
+        k.insert("tokens".into(), json!(n));
+        for (key, x) in vals {
+            check_finite(key, x)?;
+            k.insert(key.into(), num(x));
+        }
+        rep.insert("kld".into(), Value::Object(k));
+    }
+    if req.include_windows {
+        let arr: Vec<Value> = windows
+            .iter()
+            .zip(&wstats)
+            .map(|(w, s)| {
+                let mean = if s.scored > 0 { s.nll_sum / s.scored as f64 } else { 0.0 };
+                json!({
+                    "index": w.index, "begin": w.begin, "end": w.end, "first_target": w.first_target,
+                    "scored": s.scored, "nll_sum": num(s.nll_sum), "mean_nll": num(mean),
+                    "perplexity": num(mean.exp()), "seconds": num(s.seconds),
+                })
+            })
+            .collect();
+        rep.insert("windows".into(), Value::Array(arr));
+    }
+    if let Some(out) = base_out {
+        let header = LseBaseWriter::header(&run, k_out, ppl, scorer.model_json(), scorer.config_json());
+        debug_assert_eq!(out.count(), scored_total);
+        out.finish(&header)?;
+    }
+    Ok(Value::Object(rep))
+}
+
+fn check_kv(len: usize, kv: usize) -> Result<()> {
+    if len > kv {
+        return Err(EvalError::WindowTooLarge(format!(
+            "a window of {len} tokens (--perplexity-ctx) does not fit the KV capacity of {kv} tokens (--kv-len)"
+        )));
+    }
+    Ok(())
+}
+
+fn check_finite(what: &str, x: f64) -> Result<()> {
+    if x.is_finite() {
+        Ok(())
+    } else {
+        Err(EvalError::Engine(format!("{what} is not finite ({x})")))
+    }
+}

@@ -1,0 +1,42 @@
+//! Flash attention for one query row: keys in tiles, running max `m` and sum `l`, the output
+//! accumulator rescaled by `exp(m_old - m_new)` whenever the maximum grows.
+
+use super::vec::VecIsa;
+use super::{Keys, Scratch};
+
+/// Keys per tile.
+const TILE: usize = 64;
+
+pub(crate) fn row(isa: VecIsa, q: &[f32], scale: f32, keys: &Keys, sc: &mut Scratch, out: &mut [f32]) {
+    let n = keys.len();
+    out.fill(0.0);
+    let mut m = f32::NEG_INFINITY;
+    let mut l = 0.0f32;
+    sc.scores.resize(TILE, 0.0);
+    let mut j0 = 0;
+    while j0 < n {
+        let j1 = (j0 + TILE).min(n);
+        let s = &mut sc.scores[..j1 - j0];
+        let mut tile_max = f32::NEG_INFINITY;
+        for (j, sj) in (j0..j1).zip(s.iter_mut()) {
+            *sj = isa.dot(q, &keys.k[j * keys.dk..(j + 1) * keys.dk]) * scale;
+            tile_max = tile_max.max(*sj);
+        }
+        if tile_max > m {
+            if l > 0.0 {
+                let alpha = (m - tile_max).exp();
+                isa.scale(out, alpha);
+                l *= alpha;
+            }
+            m = tile_max;
+        }
+        for (j, &sj) in (j0..j1).zip(s.iter()) {
+            let p = (sj - m).exp();
+            l += p;
+            isa.axpy(out, p, &keys.v[j * keys.dv..(j + 1) * keys.dv]);
+        }
+        j0 = j1;
+    }
+    let inv = if l > 0.0 { 1.0 / l } else { 0.0 };
+    isa.scale(out, inv);
+}

@@ -1,0 +1,126 @@
+//! KV-cache row formats: storing f32 rows in the cache dtype, reading them back as f32, and
+//! rounding a query row to the dtype K is stored in (llama.cpp converts Q to K's dot type).
+
+use crate::fp::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
+use lse_gguf::GgmlType;
+
+const Q8_BLOCK: usize = 32;
+const Q8_BYTES: usize = 34;
+
+/// Whether `t` can hold KV rows of `n` elements.
+pub fn kv_type_supported(t: GgmlType, n: usize) -> bool {
+    match t {
+        GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => true,
+        GgmlType::Q8_0 => n % Q8_BLOCK == 0,
+        _ => false,
+    }
+}
+
+/// Bytes of one row of `n` elements in `t` (None for an unsupported type or length).
+pub fn kv_row_bytes(t: GgmlType, n: usize) -> Option<usize> {
+    if !kv_type_supported(t, n) {
+        return None;
+    }
+    t.row_bytes(n)
+}
+
+/// Stores `src` (f32) into `dst` in type `t`.
+pub fn store_row(t: GgmlType, src: &[f32], dst: &mut [u8]) {
+    match t {
+        GgmlType::F32 => {
+            for (x, b) in src.iter().zip(dst.chunks_exact_mut(4)) {
+                b.copy_from_slice(&x.to_le_bytes());
+            }
+        }
+        GgmlType::F16 => {
+            for (x, b) in src.iter().zip(dst.chunks_exact_mut(2)) {
+                b.copy_from_slice(&f32_to_f16(*x).to_le_bytes());
+            }
+        }
+        GgmlType::BF16 => {
+            for (x, b) in src.iter().zip(dst.chunks_exact_mut(2)) {
+                b.copy_from_slice(&f32_to_bf16(*x).to_le_bytes());
+            }
+        }
+        GgmlType::Q8_0 => quantize_q8_0(src, dst),
+        _ => {}
+    }
+}
+
+/// Reads a row of `dst.len()` elements of type `t` as f32.
+pub fn load_row(t: GgmlType, src: &[u8], dst: &mut [f32]) {
+    match t {
+        GgmlType::F32 => {
+            for (y, b) in dst.iter_mut().zip(src.chunks_exact(4)) {
+                *y = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+            }
+        }
+        GgmlType::F16 => {
+            for (y, b) in dst.iter_mut().zip(src.chunks_exact(2)) {
+                *y = f16_to_f32(u16::from_le_bytes([b[0], b[1]]));
+            }
+        }
+        GgmlType::BF16 => {
+            for (y, b) in dst.iter_mut().zip(src.chunks_exact(2)) {
+                *y = bf16_to_f32(u16::from_le_bytes([b[0], b[1]]));
+            }
+        }
+        GgmlType::Q8_0 => {
+            for (blk, y) in src.chunks_exact(Q8_BYTES).zip(dst.chunks_exact_mut(Q8_BLOCK)) {
+                let d = f16_to_f32(u16::from_le_bytes([blk[0], blk[1]]));
+                for j in 0..Q8_BLOCK {
+                    y[j] = d * (blk[2 + j] as i8) as f32;
+                }
+            }
+        }
+        _ => dst.fill(f32::NAN),
+    }
+}
+
+/// Rounds `q` in place to what K's dot product sees in llama.cpp (Q converted to K's vec-dot type:
+/// f16 for f16 K, bf16 for bf16 K, Q8_0 blocks for q8_0 K, unchanged for f32 K).
+pub fn round_query(t: GgmlType, q: &mut [f32]) {
+    match t {
+        GgmlType::F16 => {
+            for x in q.iter_mut() {
+                *x = f16_to_f32(f32_to_f16(*x));
+            }
+        }
+        GgmlType::BF16 => {
+            for x in q.iter_mut() {
+                *x = bf16_to_f32(f32_to_bf16(*x));
+            }
+        }
+        GgmlType::Q8_0 if q.len() % Q8_BLOCK == 0 => {
+            let mut tmp = vec![0u8; q.len() / Q8_BLOCK * Q8_BYTES];
+            quantize_q8_0(q, &mut tmp);
+            load_row(GgmlType::Q8_0, &tmp, q);
+        }
+        _ => {}
+    }
+}
+
+/// Q8_0 rows as llama.cpp's CPU `from_float` writes them (the activation quantizer).
+fn quantize_q8_0(src: &[f32], dst: &mut [u8]) {
+    crate::quant::q8_0::quantize(src, dst);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_each_type() {
+        let src: Vec<f32> = (0..64).map(|i| (i as f32 - 31.5) * 0.37).collect();
+        for (t, tol) in [(GgmlType::F32, 0.0), (GgmlType::F16, 1e-2), (GgmlType::BF16, 0.1), (GgmlType::Q8_0, 0.1)] {
+            let mut b = vec![0u8; kv_row_bytes(t, 64).unwrap()];
+            store_row(t, &src, &mut b);
+            let mut back = vec![0f32; 64];
+            load_row(t, &b, &mut back);
+            for (x, y) in src.iter().zip(&back) {
+                assert!((x - y).abs() <= tol, "{t:?}: {x} -> {y}");
+            }
+        }
+        assert!(kv_row_bytes(GgmlType::Q8_0, 16).is_none());
+    }
+}

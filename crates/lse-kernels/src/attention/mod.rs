@@ -1,0 +1,194 @@
+//! Causal (optionally sliding-window) multi-head attention over a KV cache, for prefill.
+//!
+//! Two kernels with the same contract:
+//! * [`AttnKind::Flash`]: tiled over keys with an online softmax (running max and sum); the score
+//!   matrix is never materialised (one tile of scores per query row at a time).
+//! * [`AttnKind::Dense`]: the full score row of each query (scale, mask, softmax), then `P·V`.
+//!
+//! Layouts (row-major):
+//! * `q`: `n_q` rows of `n_head × head_dim_k` f32; query row `i` sits at position `q_pos0 + i`.
+//! * the cache: row `p` (position) holds `n_head_kv` heads, each a row of `head_dim_k` (K) or
+//!   `head_dim_v` (V) elements in the cache type (f32, f16, bf16 or q8_0, see [`kv`]).
+//! * `out`: `n_q` rows of `n_head × head_dim_v` f32.
+//!
+//! Query head `h` reads KV head `h / (n_head / n_head_kv)`. Key `p` is visible to a query at
+//! position `t` iff `p <= t` and, with a window `w`, `t - p < w`. Q is rounded to K's dot type
+//! before the products, as llama.cpp does; K and V are read back from the cache type as f32.
+
+mod dense;
+mod flash;
+pub mod kv;
+mod vec;
+
+use crate::{Dialect, ThreadPool};
+use lse_gguf::GgmlType;
+use vec::VecIsa;
+
+/// Which prefill attention kernel runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttnKind {
+    Flash,
+    Dense,
+}
+
+/// The cache of one layer as the kernels read it.
+#[derive(Clone, Copy, Debug)]
+pub struct KvView<'a> {
+    pub ty: GgmlType,
+    /// `n_kv` rows of `n_head_kv` K heads.
+    pub k: &'a [u8],
+    /// `n_kv` rows of `n_head_kv` V heads.
+    pub v: &'a [u8],
+    pub n_head_kv: usize,
+    pub head_dim_k: usize,
+    pub head_dim_v: usize,
+}
+
+/// Shape and masking of one attention call.
+#[derive(Clone, Copy, Debug)]
+pub struct AttnShape {
+    pub n_q: usize,
+    pub q_pos0: usize,
+    pub n_head: usize,
+    /// Softmax scale applied to Q·K.
+    pub scale: f32,
+    /// Sliding window: key `p` visible to query `t` iff `t - p < window`.
+    pub window: Option<usize>,
+}
+
+/// Why an attention call cannot run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttnError(pub String);
+
+impl std::fmt::Display for AttnError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for AttnError {}
+
+/// Queries per task: every task reads its keys once for this many query rows.
+const Q_BLOCK: usize = 16;
+
+/// Runs attention for `shape.n_q` query rows; keys `0 .. q_pos0 + n_q` must be in the cache.
+pub fn attention(
+    d: Dialect,
+    pool: &ThreadPool,
+    kind: AttnKind,
+    shape: &AttnShape,
+    q: &[f32],
+    kv: &KvView,
+    out: &mut [f32],
+) -> Result<(), AttnError> {
+    let s = shape;
+    let (hk, dk, dv) = (kv.n_head_kv, kv.head_dim_k, kv.head_dim_v);
+    if s.n_q == 0 {
+        return Ok(());
+    }
+    if hk == 0 || s.n_head == 0 || s.n_head % hk != 0 {
+        return Err(AttnError(format!("attention: {} query heads do not group over {} kv heads", s.n_head, hk)));
+    }
+    if s.window == Some(0) {
+        return Err(AttnError("attention: sliding window of 0 keys".into()));
+    }
+    let kb = kv::kv_row_bytes(kv.ty, dk).ok_or_else(|| AttnError(format!("attention: kv type {kv_ty:?} cannot hold head_dim {dk}", kv_ty = kv.ty)))?;
+    let vb = kv::kv_row_bytes(kv.ty, dv).ok_or_else(|| AttnError(format!("attention: kv type {kv_ty:?} cannot hold head_dim {dv}", kv_ty = kv.ty)))?;
+    let n_kv = s.q_pos0 + s.n_q;
+    if kv.k.len() < n_kv * hk * kb || kv.v.len() < n_kv * hk * vb {
+        return Err(AttnError(format!("attention: cache holds fewer than the {n_kv} keys needed")));
+    }
+    if q.len() != s.n_q * s.n_head * dk || out.len() != s.n_q * s.n_head * dv {
+        return Err(AttnError("attention: q/out sizes do not match the shape".into()));
+    }
+
+    // The smallest key any query of this call can see.
+    let lo = match s.window {
+        Some(w) => (s.q_pos0 + 1).saturating_sub(w),
+        None => 0,
+    };
+    // K and V as f32, [kv_head][pos - lo][dim], converted once per call.
+    let n_keys = n_kv - lo;
+    let mut kf = vec![0f32; hk * n_keys * dk];
+    let mut vf = vec![0f32; hk * n_keys * dv];
+    {
+        let kp = SendPtr(kf.as_mut_ptr());
+        let vp = SendPtr(vf.as_mut_ptr());
+        let rows_per_task = 64;
+        let n_tasks = n_keys.div_ceil(rows_per_task);
+        pool.run(n_tasks, &|t| {
+            let (kp, vp) = (&kp, &vp);
+            for p in t * rows_per_task..((t + 1) * rows_per_task).min(n_keys) {
+                for h in 0..hk {
+                    let src = (lo + p) * hk + h;
+                    // SAFETY: each (h, p) slot is written by exactly one task.
+                    let kd = unsafe { std::slice::from_raw_parts_mut(kp.0.add((h * n_keys + p) * dk), dk) };
+                    kv::load_row(kv.ty, &kv.k[src * kb..(src + 1) * kb], kd);
+                    let vd = unsafe { std::slice::from_raw_parts_mut(vp.0.add((h * n_keys + p) * dv), dv) };
+                    kv::load_row(kv.ty, &kv.v[src * vb..(src + 1) * vb], vd);
+                }
+            }
+        });
+    }
+
+    let isa = VecIsa::pick(d);
+    let group = s.n_head / hk;
+    let n_blocks = s.n_q.div_ceil(Q_BLOCK);
+    let op = SendPtr(out.as_mut_ptr());
+    pool.run(hk * n_blocks, &|task| {
+        let op = &op;
+        let (g, b) = (task / n_blocks, task % n_blocks);
+        let keys_k = &kf[g * n_keys * dk..(g + 1) * n_keys * dk];
+        let keys_v = &vf[g * n_keys * dv..(g + 1) * n_keys * dv];
+        let mut qrow = vec![0f32; dk];
+        let mut scratch = Scratch::default();
+        for i in b * Q_BLOCK..((b + 1) * Q_BLOCK).min(s.n_q) {
+            let t = s.q_pos0 + i;
+            let first = match s.window {
+                Some(w) => (t + 1).saturating_sub(w),
+                None => 0,
+            };
+            let (k0, k1) = (first - lo, t + 1 - lo);
+            for h in g * group..(g + 1) * group {
+                qrow.copy_from_slice(&q[(i * s.n_head + h) * dk..(i * s.n_head + h + 1) * dk]);
+                kv::round_query(kv.ty, &mut qrow);
+                // SAFETY: output row (i, h) belongs to this task only (h is in group g, i in block b).
+                let o = unsafe { std::slice::from_raw_parts_mut(op.0.add((i * s.n_head + h) * dv), dv) };
+                let keys = Keys { k: &keys_k[k0 * dk..k1 * dk], v: &keys_v[k0 * dv..k1 * dv], dk, dv };
+                match kind {
+                    AttnKind::Flash => flash::row(isa, &qrow, s.scale, &keys, &mut scratch, o),
+                    AttnKind::Dense => dense::row(isa, &qrow, s.scale, &keys, &mut scratch, o),
+                }
+            }
+        }
+    });
+    Ok(())
+}
+
+/// The visible keys of one query row, as f32 rows.
+pub(crate) struct Keys<'a> {
+    pub k: &'a [f32],
+    pub v: &'a [f32],
+    pub dk: usize,
+    pub dv: usize,
+}
+
+impl Keys<'_> {
+    pub fn len(&self) -> usize {
+        self.k.len() / self.dk
+    }
+}
+
+/// Per-task scratch reused across rows.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    pub scores: Vec<f32>,
+}
+
+struct SendPtr(*mut f32);
+// SAFETY: used only to hand disjoint output ranges to pool tasks.
+unsafe impl Sync for SendPtr {}
+unsafe impl Send for SendPtr {}
+
+#[cfg(test)]
+mod tests;

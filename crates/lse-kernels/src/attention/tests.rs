@@ -1,0 +1,98 @@
+use super::*;
+
+fn rng(seed: &mut u64) -> f32 {
+    *seed ^= *seed << 13;
+    *seed ^= *seed >> 7;
+    *seed ^= *seed << 17;
+    ((*seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+}
+
+/// f64 reference over f32 K/V rows: causal + window, GQA by h / group.
+#[allow(clippy::too_many_arguments)]
+fn reference(q: &[f32], k: &[f32], v: &[f32], n_q: usize, pos0: usize, nh: usize, hk: usize, dk: usize, dv: usize, scale: f32, window: Option<usize>) -> Vec<f32> {
+    let group = nh / hk;
+    let mut out = vec![0f32; n_q * nh * dv];
+    for i in 0..n_q {
+        let t = pos0 + i;
+        for h in 0..nh {
+            let g = h / group;
+            let qr = &q[(i * nh + h) * dk..][..dk];
+            let mut sc = Vec::new();
+            for p in 0..=t {
+                if let Some(w) = window {
+                    if t - p >= w {
+                        continue;
+                    }
+                }
+                let kr = &k[(p * hk + g) * dk..][..dk];
+                let dot: f64 = qr.iter().zip(kr).map(|(a, b)| *a as f64 * *b as f64).sum();
+                sc.push((p, dot * scale as f64));
+            }
+            let m = sc.iter().fold(f64::NEG_INFINITY, |a, &(_, s)| a.max(s));
+            let z: f64 = sc.iter().map(|&(_, s)| (s - m).exp()).sum();
+            for &(p, s) in &sc {
+                let w = (s - m).exp() / z;
+                for d in 0..dv {
+                    out[(i * nh + h) * dv + d] += (w * v[(p * hk + g) * dv + d] as f64) as f32;
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn flash_and_dense_match_reference() {
+    let pool = ThreadPool::new(2);
+    let mut s = 12345u64;
+    for &(nh, hk, dk, dv, n_kv, n_q, window) in &[
+        (4usize, 2usize, 16usize, 16usize, 100usize, 37usize, None),
+        (4, 1, 32, 32, 200, 200, Some(32usize)),
+        (3, 3, 64, 64, 70, 1, None),
+        (8, 2, 8, 8, 300, 130, Some(100)),
+    ] {
+        let pos0 = n_kv - n_q;
+        let q: Vec<f32> = (0..n_q * nh * dk).map(|_| rng(&mut s) * 2.0).collect();
+        let k: Vec<f32> = (0..n_kv * hk * dk).map(|_| rng(&mut s) * 2.0).collect();
+        let v: Vec<f32> = (0..n_kv * hk * dv).map(|_| rng(&mut s)).collect();
+        let want = reference(&q, &k, &v, n_q, pos0, nh, hk, dk, dv, 0.3, window);
+        let kb: Vec<u8> = k.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let vb: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let view = KvView { ty: GgmlType::F32, k: &kb, v: &vb, n_head_kv: hk, head_dim_k: dk, head_dim_v: dv };
+        let shape = AttnShape { n_q, q_pos0: pos0, n_head: nh, scale: 0.3, window };
+        for d in [Dialect::Scalar, Dialect::Simd] {
+            for kind in [AttnKind::Flash, AttnKind::Dense] {
+                let mut out = vec![0f32; n_q * nh * dv];
+                attention(d, &pool, kind, &shape, &q, &view, &mut out).unwrap();
+                let err = out.iter().zip(&want).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+                assert!(err < 2e-5, "{kind:?} {d:?} nh={nh} hk={hk} window={window:?}: max err {err}");
+            }
+        }
+    }
+}
+
+#[test]
+fn f16_cache_and_bad_shapes() {
+    let pool = ThreadPool::new(1);
+    let (nh, hk, dk, n) = (2usize, 1usize, 32usize, 10usize);
+    let mut s = 7u64;
+    let q: Vec<f32> = (0..n * nh * dk).map(|_| rng(&mut s)).collect();
+    let k: Vec<f32> = (0..n * hk * dk).map(|_| rng(&mut s)).collect();
+    let mut kb = vec![0u8; n * hk * dk * 2];
+    for (r, b) in k.chunks(dk).zip(kb.chunks_mut(dk * 2)) {
+        kv::store_row(GgmlType::F16, r, b);
+    }
+    let view = KvView { ty: GgmlType::F16, k: &kb, v: &kb, n_head_kv: hk, head_dim_k: dk, head_dim_v: dk };
+    let shape = AttnShape { n_q: n, q_pos0: 0, n_head: nh, scale: 0.2, window: None };
+    let mut out = vec![0f32; n * nh * dk];
+    attention(Dialect::Simd, &pool, AttnKind::Flash, &shape, &q, &view, &mut out).unwrap();
+    // query 0 sees only key 0: output = v row 0 (f16-rounded)
+    let mut v0 = vec![0f32; dk];
+    kv::load_row(GgmlType::F16, &kb[..dk * 2], &mut v0);
+    for d in 0..dk {
+        assert!((out[d] - v0[d]).abs() < 1e-6);
+    }
+    let bad = AttnShape { n_head: 3, ..shape };
+    let mut out3 = vec![0f32; n * 3 * dk];
+    assert!(attention(Dialect::Simd, &pool, AttnKind::Dense, &bad, &q, &view, &mut out3).is_err());
+}

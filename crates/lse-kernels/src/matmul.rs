@@ -1,0 +1,171 @@
+//! y[m][n] = Σ_k x[m][k]·W[n][k] for a quantized W.
+//!
+//! Every activation row is converted once per call to the weight's dot type (in parallel on the
+//! pool). Work is split over the pool by ranges of weight rows; inside a range the activation
+//! rows are taken `MR` at a time and each weight row is decoded once for all `MR` of them, so a
+//! range of weight rows stays in cache while all activation rows stream past it.
+
+use crate::pool::ThreadPool;
+use crate::quant::{self, DotType};
+use crate::simd::{self, RowKernel, MR};
+use crate::Dialect;
+use lse_gguf::GgmlType;
+use std::cell::RefCell;
+
+/// Target bytes of weights per task range (fits L2 next to the activations in flight).
+const RANGE_BYTES: usize = 64 * 1024;
+
+thread_local! {
+    static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+#[derive(Clone, Copy)]
+enum Kernel {
+    Scalar(fn(&[u8], &[u8]) -> f32),
+    Simd(RowKernel),
+}
+
+impl Kernel {
+    #[inline(always)]
+    fn rows(self, k: usize, w: &[u8], x: &[u8], x_stride: usize, xrb: usize, nx: usize, out: &mut [f32; MR]) {
+        match self {
+            Kernel::Scalar(f) => {
+                for (j, o) in out.iter_mut().enumerate().take(nx) {
+                    *o = f(w, &x[j * x_stride..j * x_stride + xrb]);
+                }
+            }
+            Kernel::Simd(f) => f(k, w, x, x_stride, nx, out),
+        }
+    }
+}
+
+/// The row kernel used for `t` under dialect `d`.
+fn kernel(d: Dialect, t: GgmlType) -> Kernel {
+    let scalar = quant::scalar_dot_fn(t).unwrap_or_else(|| panic!("no kernel for weight type {}", t.name()));
+    match d {
+        Dialect::Scalar => Kernel::Scalar(scalar),
+        Dialect::Simd => simd::row_kernel(simd::level(), t).map(Kernel::Simd).unwrap_or(Kernel::Scalar(scalar)),
+    }
+}
+
+#[derive(Clone, Copy)]
+struct SendPtr<T>(*mut T);
+unsafe impl<T> Send for SendPtr<T> {}
+unsafe impl<T> Sync for SendPtr<T> {}
+
+/// See the crate docs (`lse_kernels::matmul`).
+#[allow(clippy::too_many_arguments)]
+pub fn matmul(
+    d: Dialect,
+    pool: &ThreadPool,
+    t: GgmlType,
+    w: &[u8],
+    n: usize,
+    k: usize,
+    x: &[f32],
+    m: usize,
+    y: &mut [f32],
+) {
+    let dt = quant::dot_type(t).unwrap_or_else(|| panic!("matmul: unsupported weight type {}", t.name()));
+    let rb = t
+        .row_bytes(k)
+        .unwrap_or_else(|| panic!("matmul: k = {k} is not a multiple of the {} block size", t.name()));
+    assert!(w.len() >= n * rb, "matmul: weight buffer has {} bytes, need {}", w.len(), n * rb);
+    assert!(x.len() >= m * k, "matmul: activations have {} floats, need {}", x.len(), m * k);
+    assert!(y.len() >= m * n, "matmul: output has {} floats, need {}", y.len(), m * n);
+    if n == 0 || m == 0 {
+        return;
+    }
+    let kern = kernel(d, t);
+    let xrb = dt.row_bytes(k);
+
+    if dt == DotType::F32 && cfg!(target_endian = "little") {
+        // f32 activations are their own dot format.
+        // SAFETY: f32 has no invalid bit patterns as bytes; the view covers m·k floats.
+        let xb = unsafe { std::slice::from_raw_parts(x.as_ptr() as *const u8, m * k * 4) };
+        run_tiles(pool, kern, w, n, k, rb, xb, xrb, m, y);
+        return;
+    }
+
+    SCRATCH.with(|s| {
+        let mut buf = s.borrow_mut();
+        if buf.len() < m * xrb {
+            buf.resize(m * xrb, 0);
+        }
+        let qx = &mut buf[..m * xrb];
+        quantize_rows(pool, dt, x, k, m, qx, xrb);
+        run_tiles(pool, kern, w, n, k, rb, qx, xrb, m, y);
+    });
+}
+
+/// Converts the `m` activation rows into `qx` (one row of `xrb` bytes each), in parallel.
+fn quantize_rows(pool: &ThreadPool, dt: DotType, x: &[f32], k: usize, m: usize, qx: &mut [u8], xrb: usize) {
+    const ROWS_PER_TASK: usize = 8;
+    let work = m * k;
+    if pool.threads() == 1 || work < 64 * 1024 {
+        for r in 0..m {
+            quant::quantize_activation(dt, &x[r * k..(r + 1) * k], &mut qx[r * xrb..(r + 1) * xrb]);
+        }
+        return;
+    }
+    let out = SendPtr(qx.as_mut_ptr());
+    let tasks = m.div_ceil(ROWS_PER_TASK);
+    pool.run(tasks, &|task| {
+        let r0 = task * ROWS_PER_TASK;
+        let r1 = (r0 + ROWS_PER_TASK).min(m);
+        let out = out;
+        for r in r0..r1 {
+            // SAFETY: each task writes its own disjoint rows of `qx`.
+            let dst = unsafe { std::slice::from_raw_parts_mut(out.0.add(r * xrb), xrb) };
+            quant::quantize_activation(dt, &x[r * k..(r + 1) * k], dst);
+        }
+    });
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_tiles(
+    pool: &ThreadPool,
+    kern: Kernel,
+    w: &[u8],
+    n: usize,
+    k: usize,
+    rb: usize,
+    qx: &[u8],
+    xrb: usize,
+    m: usize,
+    y: &mut [f32],
+) {
+    // Weight rows per task: about RANGE_BYTES of weights, but enough tasks to balance the pool.
+    let threads = pool.threads();
+    let mut rows = (RANGE_BYTES / rb.max(1)).clamp(1, 256);
+    if threads > 1 {
+        let want_tasks = threads * 4;
+        rows = rows.min(n.div_ceil(want_tasks)).max(1);
+    }
+    let tasks = n.div_ceil(rows);
+    let yp = SendPtr(y.as_mut_ptr());
+    let body = |task: usize| {
+        let yp = yp;
+        let r0 = task * rows;
+        let r1 = (r0 + rows).min(n);
+        let mut out = [0.0f32; MR];
+        let mut i = 0;
+        while i < m {
+            let nx = (m - i).min(MR);
+            let xs = &qx[i * xrb..];
+            for r in r0..r1 {
+                kern.rows(k, &w[r * rb..(r + 1) * rb], xs, xrb, xrb, nx, &mut out);
+                for (j, &v) in out.iter().enumerate().take(nx) {
+                    // SAFETY: (i + j, r) is inside y and only this task writes column range r0..r1.
+                    unsafe { *yp.0.add((i + j) * n + r) = v };
+                }
+            }
+            i += nx;
+        }
+    };
+    if tasks == 1 {
+        body(0);
+    } else {
+        pool.run(tasks, &body);
+    }
+}

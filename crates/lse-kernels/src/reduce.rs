@@ -1,0 +1,359 @@
+//! Row reductions for the LM head: maximum, `sum(exp(l - max))`, argmax, picked logits and top-K.
+//!
+//! Numerics follow llama.cpp's perplexity tool: every term `expf(l - max)` is an f32 exponential,
+//! and the terms are summed in f64. `top_k` orders by logit descending, then id ascending;
+//! `argmax` is the first index of the maximum. A NaN anywhere in a row makes `sum_exp` NaN, so
+//! callers can refuse the row.
+//!
+//! `scalar` is the reference; the SIMD path (AVX2+FMA, picked at run time) must agree with it
+//! exactly for max/argmax/top-K/picked and to rounding for `sum_exp`.
+
+use crate::Dialect;
+
+/// All reductions of one logits row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RowReduce {
+    pub max: f32,
+    /// `sum_i exp(l_i - max)`, f32 exponentials summed in f64.
+    pub sum_exp: f64,
+    /// First index of the maximum.
+    pub argmax: u32,
+    /// Logits of the requested ids, same order (NaN for an id outside the row).
+    pub picked: Vec<f32>,
+    /// The `top_k` best (id, logit), best first; ties: lower id first.
+    pub top: Vec<(u32, f32)>,
+}
+
+/// Reduces one row: max/argmax, sum of exponentials, picked ids, top-K.
+pub fn reduce_row(d: Dialect, row: &[f32], ids: &[u32], top_k: usize) -> RowReduce {
+    let (max, argmax) = max_argmax(d, row);
+    let sum_exp = sum_exp(d, row, max);
+    let picked = ids.iter().map(|&i| row.get(i as usize).copied().unwrap_or(f32::NAN)).collect();
+    let top = self::top_k(d, row, top_k);
+    RowReduce { max, sum_exp, argmax, picked, top }
+}
+
+/// Row maximum and the first index holding it (`(-inf, 0)` for an empty row).
+pub fn max_argmax(d: Dialect, row: &[f32]) -> (f32, u32) {
+    #[cfg(target_arch = "x86_64")]
+    if d == Dialect::Simd && avx2::available() {
+        // SAFETY: the CPU supports AVX2 and FMA (checked just above).
+        return unsafe { avx2::max_argmax(row) };
+    }
+    let _ = d;
+    scalar::max_argmax(row)
+}
+
+/// `sum(expf(l - max))` accumulated in f64.
+pub fn sum_exp(d: Dialect, row: &[f32], max: f32) -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    if d == Dialect::Simd && avx2::available() {
+        // SAFETY: the CPU supports AVX2 and FMA (checked just above).
+        return unsafe { avx2::sum_exp(row, max) };
+    }
+    let _ = d;
+    scalar::sum_exp(row, max)
+}
+
+/// The `k` largest logits as (id, logit), best first; ties broken by lower id.
+pub fn top_k(d: Dialect, row: &[f32], k: usize) -> Vec<(u32, f32)> {
+    if k == 0 {
+        return Vec::new();
+    }
+    #[cfg(target_arch = "x86_64")]
+    if d == Dialect::Simd && avx2::available() {
+        // SAFETY: the CPU supports AVX2 and FMA (checked just above).
+        return unsafe { avx2::top_k(row, k) };
+    }
+    let _ = d;
+    scalar::top_k(row, k)
+}
+
+/// Final-logit soft-capping in place: `cap * tanh(x / cap)` (ggml order: scale by 1/cap, tanh, scale by cap).
+pub fn softcap(_d: Dialect, row: &mut [f32], cap: f32) {
+    let inv = 1.0 / cap;
+    for x in row.iter_mut() {
+        *x = (*x * inv).tanh() * cap;
+    }
+}
+
+/// A bounded list of the best (id, logit) pairs seen so far, kept sorted best first.
+pub(crate) struct TopList {
+    k: usize,
+    items: Vec<(u32, f32)>,
+}
+
+impl TopList {
+    pub(crate) fn new(k: usize) -> TopList {
+        TopList { k, items: Vec::with_capacity(k + 1) }
+    }
+
+    /// Logit a candidate must exceed to enter (ids arrive ascending, so equal logits lose).
+    #[inline(always)]
+    pub(crate) fn threshold(&self) -> f32 {
+        if self.items.len() < self.k {
+            f32::NEG_INFINITY
+        } else {
+            self.items[self.k - 1].1
+        }
+    }
+
+    /// Offers `(id, v)`; ids must be offered in ascending order.
+    #[inline]
+    pub(crate) fn offer(&mut self, id: u32, v: f32) {
+        if self.items.len() == self.k && !(v > self.threshold()) {
+            return;
+        }
+        if v.is_nan() {
+            return;
+        }
+        // after every entry with logit >= v (those have lower ids on ties)
+        let pos = self.items.partition_point(|&(_, x)| x >= v);
+        self.items.insert(pos, (id, v));
+        self.items.truncate(self.k);
+    }
+
+    pub(crate) fn into_vec(self) -> Vec<(u32, f32)> {
+        self.items
+    }
+}
+
+/// Portable reference implementations.
+pub mod scalar {
+    use super::TopList;
+
+    pub fn max_argmax(row: &[f32]) -> (f32, u32) {
+        let mut best = f32::NEG_INFINITY;
+        let mut at = 0u32;
+        for (i, &x) in row.iter().enumerate() {
+            if x > best {
+                best = x;
+                at = i as u32;
+            }
+        }
+        (best, at)
+    }
+
+    pub fn sum_exp(row: &[f32], max: f32) -> f64 {
+        let mut s = 0.0f64;
+        for &x in row {
+            s += (x - max).exp() as f64;
+        }
+        s
+    }
+
+    pub fn top_k(row: &[f32], k: usize) -> Vec<(u32, f32)> {
+        let mut t = TopList::new(k);
+        for (i, &x) in row.iter().enumerate() {
+            if x > t.threshold() {
+                t.offer(i as u32, x);
+            }
+        }
+        t.into_vec()
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::TopList;
+    use std::arch::x86_64::*;
+
+    pub fn available() -> bool {
+        is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn max_argmax(row: &[f32]) -> (f32, u32) {
+        let n = row.len();
+        let p = row.as_ptr();
+        let mut vm = _mm256_set1_ps(f32::NEG_INFINITY);
+        let mut i = 0;
+        while i + 8 <= n {
+            vm = _mm256_max_ps(vm, _mm256_loadu_ps(p.add(i)));
+            i += 8;
+        }
+        let mut lanes = [0f32; 8];
+        _mm256_storeu_ps(lanes.as_mut_ptr(), vm);
+        let mut best = f32::NEG_INFINITY;
+        for &x in lanes.iter().chain(row[i..].iter()) {
+            if x > best {
+                best = x;
+            }
+        }
+        if best == f32::NEG_INFINITY {
+            return super::scalar::max_argmax(row);
+        }
+        // first index holding the maximum
+        let vb = _mm256_set1_ps(best);
+        let mut j = 0;
+        while j + 8 <= n {
+            let m = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_EQ_OQ>(_mm256_loadu_ps(p.add(j)), vb));
+            if m != 0 {
+                return (best, (j + m.trailing_zeros() as usize) as u32);
+            }
+            j += 8;
+        }
+        for (k, &x) in row[j..].iter().enumerate() {
+            if x == best {
+                return (best, (j + k) as u32);
+            }
+        }
+        (best, 0)
+    }
+
+    /// expf for 8 lanes: range reduction by ln2 (two-part constant) and a degree-6 polynomial;
+    /// within about 1 ulp of libm expf on [-88, 88]; below -88 it flushes to 0.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn exp8(x: __m256) -> __m256 {
+        let lo = _mm256_set1_ps(-87.336_54);
+        let hi = _mm256_set1_ps(88.376_26);
+        let xc = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+        let log2e = _mm256_set1_ps(std::f32::consts::LOG2_E);
+        let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_mul_ps(xc, log2e));
+        let ln2_hi = _mm256_set1_ps(0.693_145_75);
+        let ln2_lo = _mm256_set1_ps(1.428_606_8e-6);
+        let r = _mm256_fnmadd_ps(n, ln2_hi, xc);
+        let r = _mm256_fnmadd_ps(n, ln2_lo, r);
+        // e^r on |r| <= ln2/2
+        let mut pl = _mm256_set1_ps(1.0 / 720.0);
+        pl = _mm256_fmadd_ps(pl, r, _mm256_set1_ps(1.0 / 120.0));
+        pl = _mm256_fmadd_ps(pl, r, _mm256_set1_ps(1.0 / 24.0));
+        pl = _mm256_fmadd_ps(pl, r, _mm256_set1_ps(1.0 / 6.0));
+        pl = _mm256_fmadd_ps(pl, r, _mm256_set1_ps(0.5));
+        pl = _mm256_fmadd_ps(pl, r, _mm256_set1_ps(1.0));
+        pl = _mm256_fmadd_ps(pl, r, _mm256_set1_ps(1.0));
+        // scale by 2^n in two steps so n = -126..128 stays representable
+        let ni = _mm256_cvtps_epi32(n);
+        let half1 = _mm256_srai_epi32::<1>(ni);
+        let half2 = _mm256_sub_epi32(ni, half1);
+        let s1 = _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_add_epi32(half1, _mm256_set1_epi32(127))));
+        let s2 = _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_add_epi32(half2, _mm256_set1_epi32(127))));
+        let y = _mm256_mul_ps(_mm256_mul_ps(pl, s1), s2);
+        // below the range: 0 (also for -inf)
+        _mm256_and_ps(y, _mm256_cmp_ps::<_CMP_GE_OQ>(x, lo))
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn sum_exp(row: &[f32], max: f32) -> f64 {
+        let n = row.len();
+        let p = row.as_ptr();
+        let vmax = _mm256_set1_ps(max);
+        let mut a0 = _mm256_setzero_pd();
+        let mut a1 = _mm256_setzero_pd();
+        let mut nan = _mm256_setzero_ps();
+        let mut i = 0;
+        while i + 8 <= n {
+            let x = _mm256_sub_ps(_mm256_loadu_ps(p.add(i)), vmax);
+            nan = _mm256_or_ps(nan, _mm256_cmp_ps::<_CMP_UNORD_Q>(x, x));
+            let e = exp8(x);
+            a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+            a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm256_extractf128_ps::<1>(e)));
+            i += 8;
+        }
+        let mut lanes = [0f64; 4];
+        _mm256_storeu_pd(lanes.as_mut_ptr(), _mm256_add_pd(a0, a1));
+        let mut s = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+        for &x in &row[i..] {
+            s += (x - max).exp() as f64;
+        }
+        if _mm256_movemask_ps(nan) != 0 {
+            return f64::NAN;
+        }
+        s
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn top_k(row: &[f32], k: usize) -> Vec<(u32, f32)> {
+        let n = row.len();
+        let p = row.as_ptr();
+        let mut t = TopList::new(k);
+        let mut i = 0;
+        while i + 8 <= n {
+            let th = _mm256_set1_ps(t.threshold());
+            let mut m = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_GT_OQ>(_mm256_loadu_ps(p.add(i)), th));
+            while m != 0 {
+                let l = m.trailing_zeros() as usize;
+                let x = row[i + l];
+                if x > t.threshold() {
+                    t.offer((i + l) as u32, x);
+                }
+                m &= m - 1;
+            }
+            i += 8;
+        }
+        for (j, &x) in row[i..].iter().enumerate() {
+            if x > t.threshold() {
+                t.offer((i + j) as u32, x);
+            }
+        }
+        t.into_vec()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rng(seed: &mut u64) -> f32 {
+        *seed ^= *seed << 13;
+        *seed ^= *seed >> 7;
+        *seed ^= *seed << 17;
+        ((*seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    }
+
+    #[test]
+    fn simd_matches_scalar_on_random_rows() {
+        let mut s = 0x9e37_79b9_7f4a_7c15u64;
+        for (n, scale) in [(1usize, 1.0f32), (7, 3.0), (33, 10.0), (1000, 20.0), (32003, 30.0), (49152, 8.0)] {
+            let mut row: Vec<f32> = (0..n).map(|_| rng(&mut s) * scale).collect();
+            // ties, repeated maxima and -inf entries
+            if n > 40 {
+                row[5] = 1e3;
+                row[37] = 1e3;
+                row[11] = row[12];
+                row[20] = f32::NEG_INFINITY;
+            }
+            let ids: Vec<u32> = (0..n.min(5) as u32).collect();
+            let a = reduce_row(Dialect::Scalar, &row, &ids, 32);
+            let b = reduce_row(Dialect::Simd, &row, &ids, 32);
+            assert_eq!(a.max, b.max, "max n={n}");
+            assert_eq!(a.argmax, b.argmax, "argmax n={n}");
+            assert_eq!(a.top, b.top, "top-k n={n}");
+            assert_eq!(a.picked, b.picked);
+            let rel = ((a.sum_exp - b.sum_exp) / a.sum_exp).abs();
+            assert!(rel < 1e-6, "sum_exp n={n}: scalar {} simd {} rel {rel:e}", a.sum_exp, b.sum_exp);
+        }
+    }
+
+    #[test]
+    fn top_k_orders_ties_by_id_and_argmax_is_first() {
+        let row = [1.0f32, 3.0, 2.0, 3.0, -1.0, 3.0];
+        for d in [Dialect::Scalar, Dialect::Simd] {
+            let r = reduce_row(d, &row, &[4, 9], 4);
+            assert_eq!(r.argmax, 1);
+            assert_eq!(r.top, vec![(1, 3.0), (3, 3.0), (5, 3.0), (2, 2.0)]);
+            assert_eq!(r.picked[0], -1.0);
+            assert!(r.picked[1].is_nan());
+        }
+    }
+
+    #[test]
+    fn nan_row_gives_nan_sum() {
+        let mut row = vec![0.5f32; 100];
+        row[50] = f32::NAN;
+        for d in [Dialect::Scalar, Dialect::Simd] {
+            let (m, _) = max_argmax(d, &row);
+            assert!(sum_exp(d, &row, m).is_nan());
+        }
+    }
+
+    #[test]
+    fn simd_exp_is_close_to_libm() {
+        let xs: Vec<f32> = (0..20000).map(|i| -100.0 + i as f32 * 0.005).collect();
+        for chunk in xs.chunks(8) {
+            let s = scalar::sum_exp(chunk, 0.0);
+            let v = sum_exp(Dialect::Simd, chunk, 0.0);
+            assert!(((s - v) / s.max(1e-30)).abs() < 1e-6 || (s - v).abs() < 1e-37, "{chunk:?}: {s} vs {v}");
+        }
+    }
+}

@@ -1,0 +1,171 @@
+//! Every SIMD row kernel at every level this CPU has, against the scalar reference dot, on
+//! random rows (1..=MR activation rows per call, odd strides).
+//!
+//! Error bound: the integer block sums are exact in both, so they differ only in the order and
+//! grouping of the f32 operations on (scale × integer) terms. With T terms per row (blocks, or
+//! k/8 lanes for float rows), each reordering costs at most ~T·ε relative to Σ|w_i·x_i|; we
+//! allow 4·(T + 16)·ε·Σ|w_i·x_i| + 1e-30.
+
+use super::*;
+use crate::fp::{f16_to_f32, f32_to_f16, rd_f32};
+use crate::quant::{self, DotType};
+use lse_gguf::GgmlType;
+
+const TYPES: &[GgmlType] = &[
+    GgmlType::F32,
+    GgmlType::F16,
+    GgmlType::BF16,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q8_0,
+    GgmlType::Q2_K,
+    GgmlType::Q3_K,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+];
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn unit(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 24) as f32
+    }
+    fn normal(&mut self) -> f32 {
+        (0..4).map(|_| self.unit()).sum::<f32>() * 1.732 - 3.464
+    }
+}
+
+fn f16_fields(t: GgmlType) -> &'static [usize] {
+    match t {
+        GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => &[0],
+        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
+        GgmlType::Q2_K => &[80, 82],
+        GgmlType::Q3_K => &[108],
+        GgmlType::Q6_K => &[208],
+        _ => &[],
+    }
+}
+
+fn random_row(rng: &mut Rng, t: GgmlType, k: usize) -> Vec<u8> {
+    let mut w = vec![0u8; t.row_bytes(k).unwrap()];
+    match t {
+        GgmlType::F32 => w.chunks_exact_mut(4).for_each(|c| c.copy_from_slice(&rng.normal().to_le_bytes())),
+        GgmlType::F16 => w.chunks_exact_mut(2).for_each(|c| c.copy_from_slice(&f32_to_f16(rng.normal()).to_le_bytes())),
+        GgmlType::BF16 => w
+            .chunks_exact_mut(2)
+            .for_each(|c| c.copy_from_slice(&((rng.normal().to_bits() >> 16) as u16).to_le_bytes())),
+        _ => {
+            w.iter_mut().for_each(|b| *b = rng.next() as u8);
+            for blk in w.chunks_exact_mut(t.type_size()) {
+                for &o in f16_fields(t) {
+                    blk[o..o + 2].copy_from_slice(&f32_to_f16(0.002 + 0.03 * rng.unit()).to_le_bytes());
+                }
+            }
+        }
+    }
+    w
+}
+
+fn decode_act(dt: DotType, b: &[u8], k: usize) -> Vec<f32> {
+    let h = |o: usize| f16_to_f32(u16::from_le_bytes([b[o], b[o + 1]]));
+    (0..k)
+        .map(|i| match dt {
+            DotType::F32 => rd_f32(b, 4 * i),
+            DotType::F16 => h(2 * i),
+            DotType::BF16 => f32::from_bits((u16::from_le_bytes([b[2 * i], b[2 * i + 1]]) as u32) << 16),
+            DotType::Q8_0 => h(34 * (i / 32)) * (b[34 * (i / 32) + 2 + i % 32] as i8) as f32,
+            DotType::Q8_1 => h(36 * (i / 32)) * (b[36 * (i / 32) + 4 + i % 32] as i8) as f32,
+            DotType::Q8_K => rd_f32(b, 292 * (i / 256)) * (b[292 * (i / 256) + 4 + i % 256] as i8) as f32,
+        })
+        .collect()
+}
+
+#[test]
+fn simd_row_kernels_match_scalar() {
+    let levels = available_levels();
+    println!("SIMD levels on this CPU: {:?} (Dialect::Simd uses {:?})", levels, level());
+    let mut rng = Rng(0x1234_5678_9abc_def1);
+    let mut checked = 0;
+    for &lv in levels.iter().filter(|l| **l != Level::Scalar) {
+        for &t in TYPES {
+            let Some(kern) = row_kernel(lv, t) else {
+                println!("{:?}: no kernel for {} (scalar fallback)", lv, t.name());
+                continue;
+            };
+            let dt = quant::dot_type(t).unwrap();
+            let scalar = quant::scalar_dot_fn(t).unwrap();
+            let ks: &[usize] = if t.block_size() == 256 { &[256, 1024, 2816] } else if t.block_size() == 32 { &[32, 96, 576, 2048] } else { &[1, 7, 8, 23, 64, 200, 1000] };
+            let mut worst = 0f64;
+            for &k in ks {
+                let w = random_row(&mut rng, t, k);
+                let mut wd = vec![0f32; k];
+                quant::dequantize_fn(t).unwrap()(&w, &mut wd);
+                let xrb = dt.row_bytes(k);
+                let xs = xrb + 3 * dt.block_bytes(); // stride larger than a row
+                let mut xq = vec![0u8; MR * xs];
+                let mut xd = Vec::new();
+                for j in 0..MR {
+                    let scale = 0.05 + 5.0 * rng.unit();
+                    let row: Vec<f32> = (0..k).map(|_| rng.normal() * scale).collect();
+                    quant::quantize_activation(dt, &row, &mut xq[j * xs..j * xs + xrb]);
+                    xd.push(decode_act(dt, &xq[j * xs..j * xs + xrb], k));
+                }
+                let terms = if dt.block_size() == 1 { k / 8 } else { k / dt.block_size() * 8 };
+                for nx in 1..=MR {
+                    let mut out = [f32::NAN; MR];
+                    kern(k, &w, &xq, xs, nx, &mut out);
+                    for j in 0..nx {
+                        let want = scalar(&w, &xq[j * xs..j * xs + xrb]) as f64;
+                        let mag: f64 = wd.iter().zip(&xd[j]).map(|(a, b)| (*a as f64 * *b as f64).abs()).sum();
+                        let bound = 4.0 * (terms + 16) as f64 * f32::EPSILON as f64 * mag + 1e-30;
+                        let err = (out[j] as f64 - want).abs();
+                        assert!(err <= bound, "{lv:?} {} k={k} nx={nx} row {j}: simd {} scalar {want} (bound {bound:e})", t.name(), out[j]);
+                        worst = worst.max(err / bound);
+                        checked += 1;
+                    }
+                }
+            }
+            println!("{:?} {:5}: ok, worst err/bound {worst:.3}", lv, t.name());
+        }
+    }
+    println!("{checked} dots checked");
+}
+
+/// Integer parts are exact: with activations whose every block scale is 1 (quants chosen so
+/// that no rounding happens) and power-of-two weight scales, SIMD and scalar agree bit for bit.
+#[test]
+fn simd_integer_sums_exact() {
+    let mut rng = Rng(99);
+    for &lv in available_levels().iter().filter(|l| **l != Level::Scalar) {
+        for &t in TYPES.iter().filter(|t| t.block_size() > 1) {
+            let Some(kern) = row_kernel(lv, t) else { continue };
+            let dt = quant::dot_type(t).unwrap();
+            let k = 2 * dt.block_size().max(t.block_size());
+            let mut w = random_row(&mut rng, t, k);
+            for blk in w.chunks_exact_mut(t.type_size()) {
+                for &o in f16_fields(t) {
+                    blk[o..o + 2].copy_from_slice(&f32_to_f16(0.0625).to_le_bytes());
+                }
+            }
+            // activations: integers in −127..=127 with ±127 present in every block, so the
+            // quantizer's scale is exactly 1 and quants equal the inputs.
+            let row: Vec<f32> = (0..k)
+                .map(|i| if i % 32 == 0 { 127.0 } else { ((rng.next() % 255) as i32 - 127) as f32 })
+                .collect();
+            let mut xq = vec![0u8; dt.row_bytes(k)];
+            quant::quantize_activation(dt, &row, &mut xq);
+            let mut out = [0f32; MR];
+            kern(k, &w, &xq, xq.len(), 1, &mut out);
+            let want = quant::scalar_dot_fn(t).unwrap()(&w, &xq);
+            assert_eq!(out[0], want, "{lv:?} {}", t.name());
+        }
+    }
+}

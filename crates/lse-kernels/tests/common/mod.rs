@@ -1,0 +1,141 @@
+//! Test helpers: a small deterministic RNG, random weight rows per type, fixture loading and
+//! independent decoders of the activation formats.
+#![allow(dead_code)]
+
+use half::f16;
+use lse_kernels::GgmlType;
+use std::path::PathBuf;
+
+/// xorshift64*: deterministic, dependency-free.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    /// Uniform in [0, 1).
+    pub fn unit(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32
+    }
+    /// Roughly N(0, 1) (sum of uniforms).
+    pub fn normal(&mut self) -> f32 {
+        (0..4).map(|_| self.unit()).sum::<f32>() * 1.732 - 3.464
+    }
+    pub fn fill_bytes(&mut self, b: &mut [u8]) {
+        for v in b.iter_mut() {
+            *v = self.next_u64() as u8;
+        }
+    }
+}
+
+/// Every weight type the kernels support.
+pub const TYPES: &[GgmlType] = &[
+    GgmlType::F32,
+    GgmlType::F16,
+    GgmlType::BF16,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q8_0,
+    GgmlType::Q2_K,
+    GgmlType::Q3_K,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+];
+
+/// Byte offsets of the f16 scale fields inside one block (from ggml-common.h's layouts).
+fn f16_fields(t: GgmlType) -> &'static [usize] {
+    match t {
+        GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => &[0],
+        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
+        GgmlType::Q2_K => &[80, 82],
+        GgmlType::Q3_K => &[108],
+        GgmlType::Q6_K => &[208],
+        _ => &[],
+    }
+}
+
+/// `rows` random weight rows of `k` elements of type `t`: random quant bytes, finite scales.
+pub fn random_weights(rng: &mut Rng, t: GgmlType, rows: usize, k: usize) -> Vec<u8> {
+    let rb = t.row_bytes(k).unwrap();
+    let mut w = vec![0u8; rows * rb];
+    match t {
+        GgmlType::F32 => {
+            for c in w.chunks_exact_mut(4) {
+                c.copy_from_slice(&(rng.normal() * 0.1).to_le_bytes());
+            }
+        }
+        GgmlType::F16 => {
+            for c in w.chunks_exact_mut(2) {
+                c.copy_from_slice(&f16::from_f32(rng.normal() * 0.1).to_bits().to_le_bytes());
+            }
+        }
+        GgmlType::BF16 => {
+            for c in w.chunks_exact_mut(2) {
+                c.copy_from_slice(&((((rng.normal() * 0.1).to_bits()) >> 16) as u16).to_le_bytes());
+            }
+        }
+        _ => {
+            rng.fill_bytes(&mut w);
+            let bs = t.type_size();
+            for b in w.chunks_exact_mut(bs) {
+                for &o in f16_fields(t) {
+                    let v = 0.002 + 0.03 * rng.unit();
+                    b[o..o + 2].copy_from_slice(&f16::from_f32(v).to_bits().to_le_bytes());
+                }
+            }
+        }
+    }
+    w
+}
+
+/// Random activations with a spread of magnitudes per row.
+pub fn random_acts(rng: &mut Rng, m: usize, k: usize) -> Vec<f32> {
+    let mut x = Vec::with_capacity(m * k);
+    for _ in 0..m {
+        let s = 0.05 + 4.0 * rng.unit();
+        for _ in 0..k {
+            x.push(rng.normal() * s);
+        }
+    }
+    x
+}
+
+pub fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+}
+
+pub fn read_bytes(name: &str) -> Vec<u8> {
+    std::fs::read(fixture(name)).unwrap_or_else(|e| panic!("fixture {name}: {e}"))
+}
+
+pub fn read_f32(name: &str) -> Vec<f32> {
+    read_bytes(name).chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+/// Decodes an activation row in dot format `dt` to f32 (written from the block layouts).
+pub fn decode_activation(dt: lse_kernels::quant::DotType, b: &[u8], k: usize) -> Vec<f32> {
+    use lse_kernels::quant::DotType::*;
+    let h = |o: usize| f16::from_bits(u16::from_le_bytes([b[o], b[o + 1]])).to_f32();
+    match dt {
+        F32 => b.chunks_exact(4).take(k).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
+        F16 => (0..k).map(|i| h(2 * i)).collect(),
+        BF16 => (0..k).map(|i| f32::from_bits((u16::from_le_bytes([b[2 * i], b[2 * i + 1]]) as u32) << 16)).collect(),
+        Q8_0 => (0..k).map(|i| h(34 * (i / 32)) * (b[34 * (i / 32) + 2 + i % 32] as i8) as f32).collect(),
+        Q8_1 => (0..k).map(|i| h(36 * (i / 32)) * (b[36 * (i / 32) + 4 + i % 32] as i8) as f32).collect(),
+        Q8_K => (0..k)
+            .map(|i| {
+                let o = 292 * (i / 256);
+                f32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]) * (b[o + 4 + i % 256] as i8) as f32
+            })
+            .collect(),
+    }
+}

@@ -1,0 +1,200 @@
+"""lse.Engine: a loaded GGUF model that scores text like ``lse-server --perplexity``."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from . import _lse
+
+_UNSET = object()
+
+
+def _size(name, value, minimum=1):
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    value = int(value)
+    if value < minimum:
+        raise ValueError(f"{name} must be at least {minimum}, got {value}")
+    return value
+
+
+def _on_off(name, value):
+    if value is None:
+        return None
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, str) and value.lower() in ("on", "off"):
+        return value.lower() == "on"
+    raise ValueError(f"{name} must be True/False or 'on'/'off', got {value!r}")
+
+
+def _path(name, value):
+    if value is None:
+        return None
+    try:
+        return os.fspath(value)
+    except TypeError:
+        raise ValueError(f"{name} must be a path, got {value!r}") from None
+
+
+def _tokens(value):
+    try:
+        arr = np.asarray(value)
+    except Exception as e:
+        raise ValueError(f"tokens: cannot be read as an array: {e}") from None
+    if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+        raise ValueError(f"tokens must be a 1-D sequence of integer token ids, got dtype {arr.dtype}, shape {arr.shape}")
+    ids = [int(x) for x in arr.tolist()]
+    bad = [x for x in ids if x < 0 or x > 0xFFFFFFFF]
+    if bad:
+        raise ValueError(f"tokens: id {bad[0]} is outside the vocabulary")
+    return ids
+
+
+def _pairs(value):
+    if isinstance(value, (str, bytes, os.PathLike)):
+        raise ValueError("pairs must be a sequence of {'prompt': ..., 'response': ...} records (read a JSONL file with lse.read_pairs)")
+    out = []
+    for i, rec in enumerate(value):
+        if isinstance(rec, dict):
+            if set(rec) - {"prompt", "response"} or "prompt" not in rec or "response" not in rec:
+                raise ValueError(f"pairs record {i + 1}: needs exactly the fields prompt and response")
+            prompt, response = rec["prompt"], rec["response"]
+        else:
+            try:
+                prompt, response = rec
+            except (TypeError, ValueError):
+                raise ValueError(f"pairs record {i + 1}: expected a dict or a (prompt, response) pair") from None
+        if not isinstance(prompt, str) or not isinstance(response, str):
+            raise ValueError(f"pairs record {i + 1}: prompt and response must be strings")
+        out.append({"prompt": prompt, "response": response})
+    return out
+
+
+def read_pairs(path):
+    """Reads a ``--perplexity-pairs`` JSON Lines file into a list of ``{"prompt", "response"}`` dicts
+    (blank lines skipped). A bad line raises ValueError with its line number."""
+    out = []
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f, 1):
+            line = raw.decode("utf-8").strip()
+            if not line:
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}: line {n}: not valid JSON: {e}") from None
+            if not isinstance(rec, dict) or not isinstance(rec.get("prompt"), str) or not isinstance(rec.get("response"), str):
+                raise ValueError(f"{path}: line {n}: needs string fields prompt and response")
+            out.append({"prompt": rec["prompt"], "response": rec["response"]})
+    return out
+
+
+class Engine:
+    """A GGUF model loaded for scoring (SPEC §2 options; ``None`` = the default).
+
+    >>> eng = lse.Engine(model="models/SmolLM2-135M-Instruct.Q4_1.gguf", threads=4)
+    >>> eng.perplexity(text=open("wiki.test.raw").read(), ctx=512, chunks=4)["perplexity"]
+
+    Calls on one engine are serialised; the GIL is released while the model works, so other
+    Python threads keep running.
+    """
+
+    def __init__(self, model, *, threads=None, batch_size=None, ubatch_size=None, kv_cache_dtype=None,
+                 kv_len=None, flash_prefill=None, dialect=None, cpu_fallback=None):
+        model = _path("model", model)
+        if model is None:
+            raise ValueError("model is required (a .gguf file or a folder holding one)")
+        if kv_cache_dtype is not None and kv_cache_dtype not in ("f32", "f16", "bf16", "q8_0"):
+            raise ValueError(f"kv_cache_dtype must be one of f32, f16, bf16, q8_0, got {kv_cache_dtype!r}")
+        if dialect is not None and dialect not in ("simd", "scalar"):
+            raise ValueError(f"dialect must be simd or scalar, got {dialect!r}")
+        if cpu_fallback is not None and not isinstance(cpu_fallback, (bool, np.bool_)):
+            raise ValueError(f"cpu_fallback must be True or False, got {cpu_fallback!r}")
+        self._native = _lse.NativeEngine(
+            model,
+            threads=_size("threads", threads),
+            batch_size=_size("batch_size", batch_size),
+            ubatch_size=_size("ubatch_size", ubatch_size),
+            kv_cache_dtype=kv_cache_dtype,
+            kv_len=_size("kv_len", kv_len),
+            flash_prefill=_on_off("flash_prefill", flash_prefill),
+            dialect=dialect,
+            cpu_fallback=None if cpu_fallback is None else bool(cpu_fallback),
+        )
+
+    # -- facts about the model
+    @property
+    def n_vocab(self) -> int:
+        return self._native.n_vocab
+
+    @property
+    def architecture(self) -> str:
+        return self._native.architecture
+
+    @property
+    def model_name(self) -> str:
+        return self._native.model_name
+
+    @property
+    def kv_capacity(self) -> int:
+        return self._native.kv_capacity
+
+    @property
+    def config(self) -> dict:
+        """The SPEC §4 ``config`` object for this engine."""
+        return json.loads(self._native.config_json())
+
+    def tokenize(self, text, add_special=True, parse_special=False):
+        """Token ids of ``text`` as a list of ints."""
+        if not isinstance(text, str):
+            raise ValueError("text must be a str")
+        return list(self._native.tokenize(text, bool(add_special), bool(parse_special)))
+
+    def logits(self, tokens):
+        """Full logits ``[T, V]`` (numpy float32) for ``tokens`` run as one fresh session;
+        row ``i`` predicts token ``i + 1``. For validation: it materialises ``T x V`` floats."""
+        return self._native.logits(_tokens(tokens))
+
+    def perplexity(self, text=None, *, tokens=None, pairs=None, method=None, ctx=None, stride=None,
+                   chunks=None, kld_base=None, kld_base_out=None, kld_top_k=None,
+                   include_windows=False, include_token_ids=False):
+        """Scores ``text`` (a str, tokenized as a prompt and used as given), ``tokens`` (ids), or
+        ``pairs`` (``{"prompt", "response"}`` records: conditional perplexity of the responses) and
+        returns the SPEC §4 report as a dict, exactly as ``lse-server`` prints it.
+        Options are the SPEC §7 request fields (``None`` = default)."""
+        given = [k for k, v in (("text", text), ("tokens", tokens), ("pairs", pairs)) if v is not None]
+        if len(given) != 1:
+            raise ValueError("perplexity needs exactly one of text, tokens, pairs")
+        req = {}
+        if text is not None:
+            if not isinstance(text, str):
+                raise ValueError("text must be a str")
+            req["text"] = text
+        elif tokens is not None:
+            req["tokens"] = _tokens(tokens)
+        else:
+            req["pairs"] = _pairs(pairs)
+        if method is not None:
+            if not isinstance(method, str):
+                raise ValueError(f"method must be a string, got {method!r}")
+            req["method"] = method
+        for name, value in (("ctx", ctx), ("stride", stride), ("chunks", chunks), ("kld_top_k", kld_top_k)):
+            value = _size(name, value, minimum=0)
+            if value is not None:
+                req[name] = value
+        for name, value in (("kld_base", kld_base), ("kld_base_out", kld_base_out)):
+            value = _path(name, value)
+            if value is not None:
+                req[name] = value
+        req["include_windows"] = bool(include_windows)
+        req["include_token_ids"] = bool(include_token_ids)
+        return json.loads(self._native.perplexity_json(json.dumps(req)))
+
+    def __repr__(self):
+        return f"lse.Engine(model={self.model_name!r}, architecture={self.architecture!r}, n_vocab={self.n_vocab})"

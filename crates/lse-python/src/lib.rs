@@ -1,0 +1,238 @@
+//! Native part of the `lse` Python package (`lse._lse`).
+//!
+//! The Python wrapper (`python/lse/__init__.py`) turns whatever the caller passed (numpy arrays of
+//! any float dtype, nested lists, objects with `__array__`) into C-contiguous numpy arrays of the
+//! types below and checks their shapes; the functions here do the math and the remaining checks.
+//! Every bad argument becomes a `ValueError` whose message names the argument.
+
+use lse_eval::conditional::{conditional_perplexity, ConditionalError, LogitValue};
+use lse_engine::{Dialect, EngineOptions, KvDtype};
+use numpy::{IntoPyArray, PyArray2, PyArrayMethods, PyReadonlyArray2, PyReadonlyArray3, PyUntypedArrayMethods};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+fn value_error(e: ConditionalError) -> PyErr {
+    PyValueError::new_err(e.to_string())
+}
+
+fn conditional<L: LogitValue + numpy::Element + Sync>(
+    py: Python<'_>,
+    logits: PyReadonlyArray3<'_, L>,
+    target_ids: PyReadonlyArray2<'_, i64>,
+    response_mask: PyReadonlyArray2<'_, i64>,
+) -> PyResult<(f64, f64, usize)> {
+    let shape = logits.shape();
+    let (b, t, v) = (shape[0], shape[1], shape[2]);
+    let l = logits.as_slice().map_err(|e| PyValueError::new_err(format!("logits: {e}")))?;
+    let ids = target_ids.as_slice().map_err(|e| PyValueError::new_err(format!("target_ids: {e}")))?;
+    let mask = response_mask.as_slice().map_err(|e| PyValueError::new_err(format!("response_mask: {e}")))?;
+    let r = py
+        .allow_threads(|| conditional_perplexity(l, b, t, v, ids, mask))
+        .map_err(value_error)?;
+    Ok((r.negative_log_likelihood, r.perplexity, r.selected_token_count))
+}
+
+/// `(nll, perplexity, selected)` for float32 logits `[B, T, V]`, int64 ids and mask `[B, T]`.
+#[pyfunction]
+fn conditional_perplexity_f32(
+    py: Python<'_>,
+    logits: PyReadonlyArray3<'_, f32>,
+    target_ids: PyReadonlyArray2<'_, i64>,
+    response_mask: PyReadonlyArray2<'_, i64>,
+) -> PyResult<(f64, f64, usize)> {
+    conditional(py, logits, target_ids, response_mask)
+}
+
+/// `(nll, perplexity, selected)` for float64 logits `[B, T, V]`, int64 ids and mask `[B, T]`.
+#[pyfunction]
+fn conditional_perplexity_f64(
+    py: Python<'_>,
+    logits: PyReadonlyArray3<'_, f64>,
+    target_ids: PyReadonlyArray2<'_, i64>,
+    response_mask: PyReadonlyArray2<'_, i64>,
+) -> PyResult<(f64, f64, usize)> {
+    conditional(py, logits, target_ids, response_mask)
+}
+
+// ------------------------------------------------------------------------------------------ engine
+
+fn eval_error(e: lse_eval::EvalError) -> PyErr {
+    use lse_eval::EvalError as E;
+    match e {
+        E::InvalidOption(_) | E::Input(_) | E::TooShort(_) | E::WindowTooLarge(_) | E::KldBase(_) => {
+            PyValueError::new_err(e.to_string())
+        }
+        E::Output(_) => pyo3::exceptions::PyOSError::new_err(e.to_string()),
+        E::Engine(_) => PyRuntimeError::new_err(e.to_string()),
+    }
+}
+
+fn engine_error(e: lse_engine::EngineError) -> PyErr {
+    use lse_engine::EngineError as E;
+    match e {
+        E::InvalidOption(_) | E::InvalidRequest(_) | E::InvalidToken { .. } | E::WindowTooLong { .. } => {
+            PyValueError::new_err(e.to_string())
+        }
+        E::ModelPath(..) => pyo3::exceptions::PyOSError::new_err(e.to_string()),
+        _ => PyRuntimeError::new_err(e.to_string()),
+    }
+}
+
+/// A loaded model (`lse._lse.NativeEngine`; the Python `lse.Engine` wraps it). Calls on one
+/// engine are serialised; the GIL is released while the model works.
+#[pyclass(module = "lse._lse", frozen)]
+struct NativeEngine {
+    engine: lse_engine::Engine,
+    busy: Mutex<()>,
+}
+
+impl NativeEngine {
+    fn serial<T>(&self, f: impl FnOnce(&lse_engine::Engine) -> T) -> T {
+        let _guard = self.busy.lock().unwrap_or_else(|p| p.into_inner());
+        f(&self.engine)
+    }
+}
+
+#[pymethods]
+impl NativeEngine {
+    /// Options as SPEC §2; `None` takes the default. Sizes are checked by the Python wrapper
+    /// (non-negative) and by the engine (zero, ubatch > batch).
+    #[new]
+    #[pyo3(signature = (model, threads=None, batch_size=None, ubatch_size=None, kv_cache_dtype=None,
+                        kv_len=None, flash_prefill=None, dialect=None, cpu_fallback=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        model: PathBuf,
+        threads: Option<usize>,
+        batch_size: Option<usize>,
+        ubatch_size: Option<usize>,
+        kv_cache_dtype: Option<String>,
+        kv_len: Option<usize>,
+        flash_prefill: Option<bool>,
+        dialect: Option<String>,
+        cpu_fallback: Option<bool>,
+    ) -> PyResult<NativeEngine> {
+        let mut o = EngineOptions::default();
+        if let Some(n) = threads {
+            o.threads = n;
+        }
+        if let Some(n) = batch_size {
+            o.batch_size = n;
+        }
+        if let Some(n) = ubatch_size {
+            o.ubatch_size = n;
+        }
+        if let Some(d) = kv_cache_dtype {
+            o.kv_dtype = KvDtype::parse(&d).ok_or_else(|| {
+                PyValueError::new_err(format!("kv_cache_dtype must be one of f32, f16, bf16, q8_0, got {d:?}"))
+            })?;
+        }
+        o.kv_len = kv_len;
+        if let Some(f) = flash_prefill {
+            o.flash_attention = f;
+        }
+        if let Some(d) = dialect {
+            o.dialect = match d.as_str() {
+                "simd" => Dialect::Simd,
+                "scalar" => Dialect::Scalar,
+                _ => return Err(PyValueError::new_err(format!("dialect must be simd or scalar, got {d:?}"))),
+            };
+        }
+        if let Some(c) = cpu_fallback {
+            o.cpu_fallback_allowed = c;
+        }
+        o.validate().map_err(engine_error)?;
+        let engine = py.allow_threads(|| lse_engine::Engine::load(&model, o)).map_err(engine_error)?;
+        Ok(NativeEngine { engine, busy: Mutex::new(()) })
+    }
+
+    /// Runs a SPEC §7 request (JSON text) and returns the SPEC §4 report as JSON text.
+    fn perplexity_json(&self, py: Python<'_>, request: &str) -> PyResult<String> {
+        let v: serde_json::Value =
+            serde_json::from_str(request).map_err(|e| PyValueError::new_err(format!("request: {e}")))?;
+        let req = lse_eval::PerplexityRequest::from_json(&v).map_err(eval_error)?;
+        let report = py
+            .allow_threads(|| self.serial(|e| lse_eval::run_perplexity(e, &req, &mut lse_eval::NoProgress)))
+            .map_err(eval_error)?;
+        serde_json::to_string(&report).map_err(|e| PyRuntimeError::new_err(e.to_string()))
+    }
+
+    /// Full logits `[T, V]` (float32) for `tokens`, run as one fresh session through the same
+    /// prefill a prompt gets; row `i` is the prediction after `tokens[..=i]`.
+    fn logits<'py>(&self, py: Python<'py>, tokens: Vec<u32>) -> PyResult<Bound<'py, PyArray2<f32>>> {
+        let v = self.engine.n_vocab();
+        if let Some((i, &id)) = tokens.iter().enumerate().find(|(_, &id)| id as usize >= v) {
+            return Err(PyValueError::new_err(format!("tokens: id {id} at index {i} is outside the vocabulary of {v}")));
+        }
+        if tokens.is_empty() {
+            return Ok(PyArray2::zeros(py, [0, v], false));
+        }
+        let n = tokens.len();
+        let data = py
+            .allow_threads(|| {
+                self.serial(|e| {
+                    let positions: Vec<usize> = (0..n).collect();
+                    let rows = e.prefill(&tokens, &positions)?;
+                    e.head_logits(&rows)
+                })
+            })
+            .map_err(engine_error)?;
+        let arr = numpy::ndarray::Array2::from_shape_vec((n, v), data)
+            .map_err(|e| PyRuntimeError::new_err(format!("logits: {e}")))?;
+        Ok(arr.into_pyarray(py))
+    }
+
+    /// Token ids of `text` (special tokens added as the vocabulary asks when `add_special`).
+    #[pyo3(signature = (text, add_special=true, parse_special=false))]
+    fn tokenize(&self, py: Python<'_>, text: &str, add_special: bool, parse_special: bool) -> Vec<u32> {
+        py.allow_threads(|| self.engine.tokenizer().tokenize(text, add_special, parse_special))
+    }
+
+    #[getter]
+    fn n_vocab(&self) -> usize {
+        self.engine.n_vocab()
+    }
+
+    #[getter]
+    fn architecture(&self) -> String {
+        self.engine.architecture().to_string()
+    }
+
+    #[getter]
+    fn model_name(&self) -> String {
+        self.engine.model_name().to_string()
+    }
+
+    #[getter]
+    fn kv_capacity(&self) -> usize {
+        self.engine.kv_capacity()
+    }
+
+    /// The SPEC §4 `config` object as JSON text.
+    fn config_json(&self) -> String {
+        let c = self.engine.config();
+        serde_json::json!({
+            "device_arch": c.device_arch,
+            "prefill_attention": c.prefill_attention,
+            "prefill_attention_scale": c.prefill_attention_scale,
+            "kv_cache_dtype": c.kv_cache_dtype,
+            "kv_capacity": c.kv_capacity,
+            "batch_size": c.batch_size,
+            "ubatch_size": c.ubatch_size,
+            "head_rows": c.head_rows,
+            "cpu_fallback_allowed": c.cpu_fallback_allowed,
+        })
+        .to_string()
+    }
+}
+
+#[pymodule]
+fn _lse(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(conditional_perplexity_f32, m)?)?;
+    m.add_function(wrap_pyfunction!(conditional_perplexity_f64, m)?)?;
+    m.add_class::<NativeEngine>()?;
+    Ok(())
+}

@@ -1,0 +1,367 @@
+//! Command-line parsing and validation (SPEC §2, §3). Every error is one line naming the option.
+
+use std::path::PathBuf;
+
+pub const HELP: &str = "\
+lse-server: score text with a GGUF model the way llama.cpp's llama-perplexity does
+
+usage:
+  lse-server ENGINE --tokenize FILE [--tokenize-no-special] [--tokenize-output PATH]
+  lse-server ENGINE --perplexity FILE          [perplexity options]
+  lse-server ENGINE --perplexity-tokens FILE   [perplexity options]
+  lse-server ENGINE --perplexity-pairs FILE    [perplexity options]
+
+engine options (ENGINE):
+  --model PATH               a .gguf file, or a folder holding one model (required)
+  --pool DEV                 where kernels run: cpu (default cpu)
+  --dialect D                simd or scalar (default simd)
+  --threads N                compute threads (default: physical cores)
+  --batch-size N             tokens per prefill pass (default 2048)
+  --ubatch-size N            tokens per kernel launch, <= batch size (default 512)
+  --kv-cache-dtype T         f32, f16, bf16 or q8_0 (default f16)
+  --kv-len N                 KV capacity per session in tokens (default: the model's context)
+  --FlashPrefillV2=on|off    fused tiled attention (on, default) or dense attention (off)
+  --no-cpu-fallback          fail instead of running an operation without a device kernel on the CPU
+  --no-mtp                   do not load a speculative decoder (scoring never uses one)
+
+tokenize options:
+  --tokenize FILE            print the token ids of FILE's bytes (verbatim) as JSON
+  --tokenize-no-special      do not add BOS/EOS
+  --tokenize-output PATH     write the JSON there instead of standard output
+
+perplexity options:
+  --perplexity FILE          UTF-8 text (one trailing newline removed)
+  --perplexity-tokens FILE   a JSON array of token ids
+  --perplexity-pairs FILE    JSON Lines of {\"prompt\": ..., \"response\": ...}: response tokens scored
+  --perplexity-method M      chunks (default, llama.cpp's) or sliding
+  --perplexity-ctx N         tokens per chunk or window (default 512)
+  --perplexity-stride N      sliding only: tokens between window starts (default: the ctx)
+  --perplexity-chunks N      score only the first N chunks or windows
+  --perplexity-kld-base-out FILE   record a KL-divergence base
+  --perplexity-kld-top-k K   ids per scored token in that base (1..32, default 32)
+  --perplexity-kld FILE      compare against a base (LSE, or llama.cpp --kl-divergence-base)
+  --perplexity-output PATH   write the JSON report there (default: standard output)
+  --perplexity-token-ids     include the token ids in the report
+  --perplexity-windows       include the per-window array in the report
+
+other:
+  --quiet                    no progress on stderr
+  --help                     this text
+";
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Mode {
+    Tokenize(PathBuf),
+    Perplexity(PathBuf),
+    PerplexityTokens(PathBuf),
+    PerplexityPairs(PathBuf),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Dialect {
+    Simd,
+    Scalar,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum KvDtype {
+    F32,
+    F16,
+    Bf16,
+    Q8_0,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Args {
+    pub help: bool,
+    pub model: Option<PathBuf>,
+    pub dialect: Dialect,
+    pub threads: Option<usize>,
+    pub batch_size: usize,
+    pub ubatch_size: usize,
+    pub kv_dtype: KvDtype,
+    pub kv_len: Option<usize>,
+    pub flash: bool,
+    pub no_cpu_fallback: bool,
+    pub no_mtp: bool,
+    pub mode: Option<Mode>,
+    pub tokenize_no_special: bool,
+    pub tokenize_output: Option<PathBuf>,
+    pub method: Option<String>,
+    pub ctx: Option<usize>,
+    pub stride: Option<usize>,
+    pub chunks: Option<usize>,
+    pub kld_base_out: Option<PathBuf>,
+    pub kld_top_k: Option<usize>,
+    pub kld_base: Option<PathBuf>,
+    pub output: Option<PathBuf>,
+    pub token_ids: bool,
+    pub windows: bool,
+    pub quiet: bool,
+}
+
+impl Default for Args {
+    fn default() -> Self {
+        Args {
+            help: false,
+            model: None,
+            dialect: Dialect::Simd,
+            threads: None,
+            batch_size: 2048,
+            ubatch_size: 512,
+            kv_dtype: KvDtype::F16,
+            kv_len: None,
+            flash: true,
+            no_cpu_fallback: false,
+            no_mtp: false,
+            mode: None,
+            tokenize_no_special: false,
+            tokenize_output: None,
+            method: None,
+            ctx: None,
+            stride: None,
+            chunks: None,
+            kld_base_out: None,
+            kld_top_k: None,
+            kld_base: None,
+            output: None,
+            token_ids: false,
+            windows: false,
+            quiet: false,
+        }
+    }
+}
+
+/// Options that take a value.
+const VALUED: &[&str] = &[
+    "--model", "--pool", "--dialect", "--threads", "--batch-size", "--ubatch-size", "--kv-cache-dtype", "--kv-len",
+    "--FlashPrefillV2", "--tokenize", "--tokenize-output", "--perplexity", "--perplexity-tokens", "--perplexity-pairs",
+    "--perplexity-method", "--perplexity-ctx", "--perplexity-stride", "--perplexity-chunks",
+    "--perplexity-kld-base-out", "--perplexity-kld-top-k", "--perplexity-kld", "--perplexity-output",
+];
+/// Flags.
+const FLAGS: &[&str] = &[
+    "--no-cpu-fallback", "--no-mtp", "--tokenize-no-special", "--perplexity-token-ids", "--perplexity-windows",
+    "--quiet", "--help", "-h",
+];
+const TOKENIZE_ONLY: &[&str] = &["--tokenize-no-special", "--tokenize-output"];
+const PERPLEXITY_ONLY: &[&str] = &[
+    "--perplexity-method", "--perplexity-ctx", "--perplexity-stride", "--perplexity-chunks", "--perplexity-kld-base-out",
+    "--perplexity-kld-top-k", "--perplexity-kld", "--perplexity-output", "--perplexity-token-ids", "--perplexity-windows",
+];
+
+fn positive(opt: &str, v: &str) -> Result<usize, String> {
+    match v.trim().parse::<i128>() {
+        Ok(n) if n >= 1 && n <= usize::MAX as i128 => Ok(n as usize),
+        Ok(_) => Err(format!("{opt} must be a positive integer, got {v}")),
+        Err(_) => Err(format!("{opt} must be a positive integer, got '{v}'")),
+    }
+}
+
+/// Parses the command line (without the program name).
+pub fn parse(argv: &[String]) -> Result<Args, String> {
+    let mut a = Args::default();
+    let mut seen: Vec<String> = Vec::new();
+    let mut modes: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < argv.len() {
+        let raw = &argv[i];
+        i += 1;
+        if !raw.starts_with('-') || raw == "-" {
+            return Err(format!("unexpected argument '{raw}' (options start with --; see --help)"));
+        }
+        let (name, inline) = match raw.split_once('=') {
+            Some((n, v)) => (n.to_string(), Some(v.to_string())),
+            None => (raw.clone(), None),
+        };
+        let value = if VALUED.contains(&name.as_str()) {
+            match inline {
+                Some(v) => v,
+                None => {
+                    if i >= argv.len() {
+                        return Err(format!("{name} needs a value (see --help)"));
+                    }
+                    i += 1;
+                    argv[i - 1].clone()
+                }
+            }
+        } else if FLAGS.contains(&name.as_str()) {
+            if inline.is_some() {
+                return Err(format!("{name} takes no value"));
+            }
+            String::new()
+        } else {
+            return Err(format!("unknown option {name} (see --help)"));
+        };
+        if seen.contains(&name) && name != "--help" && name != "-h" {
+            return Err(format!("{name} given twice"));
+        }
+        seen.push(name.clone());
+        let v = value.as_str();
+        match name.as_str() {
+            "--help" | "-h" => a.help = true,
+            "--model" => a.model = Some(PathBuf::from(v)),
+            "--pool" => match v {
+                "cpu" => {}
+                _ if v.starts_with("cuda") => {
+                    return Err(format!("--pool {v} is not available in this build (allowed: cpu)"))
+                }
+                _ => return Err(format!("unknown --pool '{v}' (allowed: cpu)")),
+            },
+            "--dialect" => {
+                a.dialect = match v {
+                    "simd" => Dialect::Simd,
+                    "scalar" => Dialect::Scalar,
+                    _ => return Err(format!("unknown --dialect '{v}' (allowed: simd, scalar)")),
+                }
+            }
+            "--threads" => a.threads = Some(positive(&name, v)?),
+            "--batch-size" => a.batch_size = positive(&name, v)?,
+            "--ubatch-size" => a.ubatch_size = positive(&name, v)?,
+            "--kv-cache-dtype" => {
+                a.kv_dtype = match v {
+                    "f32" => KvDtype::F32,
+                    "f16" => KvDtype::F16,
+                    "bf16" => KvDtype::Bf16,
+                    "q8_0" => KvDtype::Q8_0,
+                    _ => return Err(format!("unknown --kv-cache-dtype '{v}' (allowed: f32, f16, bf16, q8_0)")),
+                }
+            }
+            "--kv-len" => a.kv_len = Some(positive(&name, v)?),
+            "--FlashPrefillV2" => {
+                a.flash = match v {
+                    "on" => true,
+                    "off" => false,
+                    _ => return Err(format!("unknown --FlashPrefillV2 value '{v}' (allowed: on, off)")),
+                }
+            }
+            "--no-cpu-fallback" => a.no_cpu_fallback = true,
+            "--no-mtp" => a.no_mtp = true,
+            "--tokenize" => {
+                modes.push(name.clone());
+                a.mode = Some(Mode::Tokenize(PathBuf::from(v)))
+            }
+            "--tokenize-no-special" => a.tokenize_no_special = true,
+            "--tokenize-output" => a.tokenize_output = Some(PathBuf::from(v)),
+            "--perplexity" => {
+                modes.push(name.clone());
+                a.mode = Some(Mode::Perplexity(PathBuf::from(v)))
+            }
+            "--perplexity-tokens" => {
+                modes.push(name.clone());
+                a.mode = Some(Mode::PerplexityTokens(PathBuf::from(v)))
+            }
+            "--perplexity-pairs" => {
+                modes.push(name.clone());
+                a.mode = Some(Mode::PerplexityPairs(PathBuf::from(v)))
+            }
+            "--perplexity-method" => {
+                if v != "chunks" && v != "sliding" {
+                    return Err(format!("unknown --perplexity-method '{v}' (allowed: chunks, sliding)"));
+                }
+                a.method = Some(v.to_string())
+            }
+            "--perplexity-ctx" => a.ctx = Some(positive(&name, v)?),
+            "--perplexity-stride" => a.stride = Some(positive(&name, v)?),
+            "--perplexity-chunks" => a.chunks = Some(positive(&name, v)?),
+            "--perplexity-kld-base-out" => a.kld_base_out = Some(PathBuf::from(v)),
+            "--perplexity-kld-top-k" => {
+                let k = v.trim().parse::<i64>().map_err(|_| format!("--perplexity-kld-top-k must be an integer between 1 and 32, got '{v}'"))?;
+                if !(1..=32).contains(&k) {
+                    return Err(format!("--perplexity-kld-top-k must be between 1 and 32, got {k}"));
+                }
+                a.kld_top_k = Some(k as usize)
+            }
+            "--perplexity-kld" => a.kld_base = Some(PathBuf::from(v)),
+            "--perplexity-output" => a.output = Some(PathBuf::from(v)),
+            "--perplexity-token-ids" => a.token_ids = true,
+            "--perplexity-windows" => a.windows = true,
+            "--quiet" => a.quiet = true,
+            _ => unreachable!("listed option {name}"),
+        }
+    }
+    if a.help {
+        return Ok(a);
+    }
+    if modes.len() > 1 {
+        return Err(format!("{} and {} cannot be used together: choose one mode", modes[0], modes[1]));
+    }
+    let Some(mode) = &a.mode else {
+        return Err("no mode given: use --tokenize FILE, --perplexity FILE, --perplexity-tokens FILE or --perplexity-pairs FILE (see --help)".into());
+    };
+    let tokenize = matches!(mode, Mode::Tokenize(_));
+    for s in &seen {
+        if tokenize && PERPLEXITY_ONLY.contains(&s.as_str()) {
+            return Err(format!("{s} applies to the perplexity modes, not --tokenize"));
+        }
+        if !tokenize && TOKENIZE_ONLY.contains(&s.as_str()) {
+            return Err(format!("{s} applies to --tokenize only"));
+        }
+    }
+    if a.model.is_none() {
+        return Err("--model PATH is required (a .gguf file or a folder holding one)".into());
+    }
+    if a.ubatch_size > a.batch_size {
+        return Err(format!(
+            "--ubatch-size ({}) must not exceed --batch-size ({}) (allowed: 1 to the batch size)",
+            a.ubatch_size, a.batch_size
+        ));
+    }
+    if std::env::var("LSE_REQUIRE_DEVICE_KERNELS").is_ok_and(|v| v == "1") {
+        a.no_cpu_fallback = true;
+    }
+    Ok(a)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> Result<Args, String> {
+        parse(&s.split_whitespace().map(String::from).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn parses_everything() {
+        let a = p("--model m.gguf --pool cpu --dialect scalar --threads 3 --batch-size 1024 --ubatch-size=256 \
+                   --kv-cache-dtype bf16 --kv-len 4096 --FlashPrefillV2=off --no-cpu-fallback --no-mtp \
+                   --perplexity t.txt --perplexity-method sliding --perplexity-ctx 256 --perplexity-stride 64 \
+                   --perplexity-chunks 3 --perplexity-kld-base-out b.kld --perplexity-kld-top-k 8 \
+                   --perplexity-output o.json --perplexity-token-ids --perplexity-windows --quiet")
+        .unwrap();
+        assert_eq!(a.dialect, Dialect::Scalar);
+        assert_eq!((a.threads, a.batch_size, a.ubatch_size, a.kv_len), (Some(3), 1024, 256, Some(4096)));
+        assert_eq!(a.kv_dtype, KvDtype::Bf16);
+        assert!(!a.flash && a.no_cpu_fallback && a.no_mtp && a.token_ids && a.windows && a.quiet);
+        assert_eq!(a.mode, Some(Mode::Perplexity("t.txt".into())));
+        assert_eq!((a.ctx, a.stride, a.chunks, a.kld_top_k), (Some(256), Some(64), Some(3), Some(8)));
+    }
+
+    #[test]
+    fn refusals_name_the_option() {
+        for (cmd, phrase) in [
+            ("--model m --perplexity t --batch-size 0", "--batch-size"),
+            ("--model m --perplexity t --ubatch-size -3", "--ubatch-size"),
+            ("--model m --perplexity t --batch-size 256 --ubatch-size 512", "must not exceed --batch-size"),
+            ("--model m --perplexity t --kv-cache-dtype f8", "f32, f16, bf16, q8_0"),
+            ("--model m --perplexity t --dialect avx", "simd, scalar"),
+            ("--model m --perplexity t --pool gpu", "allowed: cpu"),
+            ("--model m --perplexity t --FlashPrefillV2=maybe", "on, off"),
+            ("--model m --perplexity t --perplexity-method best", "chunks, sliding"),
+            ("--model m --perplexity t --perplexity-kld-top-k 33", "between 1 and 32"),
+            ("--model m --perplexity t --perplexity-kld-top-k 0", "between 1 and 32"),
+            ("--model m --perplexity t --perplexity-ctx 0", "--perplexity-ctx"),
+            ("--model m --perplexity t --bogus", "unknown option --bogus"),
+            ("--model m", "no mode"),
+            ("--perplexity t", "--model"),
+            ("--model m --perplexity t --tokenize u", "cannot be used together"),
+            ("--model m --tokenize t --perplexity-ctx 5", "perplexity modes"),
+            ("--model m --perplexity t --tokenize-output x", "--tokenize only"),
+            ("--model m --perplexity", "needs a value"),
+            ("--model m --perplexity t --threads 0", "--threads"),
+        ] {
+            let e = p(cmd).unwrap_err();
+            assert!(e.contains(phrase), "{cmd}: {e}");
+        }
+    }
+}

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Builds the `lse` Python wheel (maturin, release), installs it into a private environment under
+# the Cargo target folder, and runs the Python tests (crates/lse-python/tests) with pytest.
+# Exits non-zero when the build or any test fails.
+#
+# Environment:
+#   PYTHON            interpreter to build and test with (default: python3)
+#   CARGO_TARGET_DIR  where cargo builds (default: <repo>/target); the venv goes to $CARGO_TARGET_DIR/python
+#   LSE_SERVER        lse-server binary for the CLI cross-check (default: $CARGO_TARGET_DIR/release/lse-server)
+#   LSE_TEST_MODEL    GGUF model for the engine tests (default: models/SmolLM2-135M-Instruct.Q4_1.gguf)
+# Extra arguments are passed to pytest.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+target="${CARGO_TARGET_DIR:-$root/target}"
+case "$target" in /*) ;; *) target="$root/$target" ;; esac
+export CARGO_TARGET_DIR="$target"
+py="${PYTHON:-python3}"
+work="$target/python"
+wheels="$work/wheels"
+venv="$work/venv"
+
+rm -rf "$wheels"
+mkdir -p "$wheels"
+
+# A venv that sees the interpreter's own packages (numpy, pytest, maturin when installed there);
+# whatever is missing is installed into the venv from the package index.
+if [ ! -x "$venv/bin/python" ]; then
+    "$py" -m venv --system-site-packages "$venv"
+fi
+vpy="$venv/bin/python"
+missing=()
+"$vpy" -c "import numpy" 2>/dev/null || missing+=(numpy)
+"$vpy" -c "import pytest" 2>/dev/null || missing+=(pytest)
+"$vpy" -m maturin --version >/dev/null 2>&1 || missing+=("maturin>=1.5,<2")
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "test-python: installing ${missing[*]} into $venv" >&2
+    "$vpy" -m pip install --quiet "${missing[@]}"
+fi
+
+echo "test-python: building the wheel" >&2
+"$vpy" -m maturin build --release --quiet -m crates/lse-python/Cargo.toml -i "$vpy" -o "$wheels"
+wheel="$(ls "$wheels"/lse-*.whl | head -n 1)"
+"$vpy" -m pip install --quiet --force-reinstall --no-deps "$wheel"
+
+export LSE_SERVER="${LSE_SERVER:-$target/release/lse-server}"
+export LSE_TEST_MODEL="${LSE_TEST_MODEL:-$root/models/SmolLM2-135M-Instruct.Q4_1.gguf}"
+# Run from the tests folder so `import lse` finds the installed package, not the source tree.
+cd "$root/crates/lse-python/tests"
+exec "$vpy" -m pytest -q -p no:cacheprovider -rs "$@" .

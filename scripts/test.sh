@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Every test of the project: Rust (release mode: the numerics are heavy), the C API test, the Python package.
+# Fetches the real models first; tests then require them (LSE_REQUIRE_MODELS=1) instead of skipping.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+scripts/get-models.sh smollm2 gemma3
+export LSE_REQUIRE_MODELS=1
+cargo test --release --workspace
+if [ -x scripts/test-python.sh ]; then scripts/test-python.sh; fi
