@@ -14,7 +14,9 @@ fn touch(v: &Value) -> usize {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(f) = GgufFile::from_bytes(data.to_vec()) else { return };
+    let Ok(f) = GgufFile::from_bytes(data.to_vec()) else {
+        return;
+    };
     let mut n = 0usize;
     for (key, value) in f.metadata() {
         assert!(f.get(key).is_some());

@@ -25,7 +25,12 @@ impl<'a> Cursor<'a> {
     }
 
     pub fn truncated(&self, what: impl FnOnce() -> String, need: u64) -> GgufError {
-        GgufError::Truncated { what: what(), need, offset: self.pos(), file_len: self.file_len() }
+        GgufError::Truncated {
+            what: what(),
+            need,
+            offset: self.pos(),
+            file_len: self.file_len(),
+        }
     }
 
     /// The next `n` bytes; `what` names them for the error message and is only built on failure.
@@ -38,7 +43,10 @@ impl<'a> Cursor<'a> {
         Ok(&self.bytes[start..self.pos])
     }
 
-    fn array<const N: usize>(&mut self, what: impl FnOnce() -> String) -> Result<[u8; N], GgufError> {
+    fn array<const N: usize>(
+        &mut self,
+        what: impl FnOnce() -> String,
+    ) -> Result<[u8; N], GgufError> {
         let b = self.take(N as u64, what)?;
         let mut out = [0u8; N];
         out.copy_from_slice(b);
@@ -69,7 +77,13 @@ impl<'a> Cursor<'a> {
         let remaining = self.remaining();
         let need = u128::from(count) * u128::from(min_item);
         if need > u128::from(remaining) {
-            return Err(GgufError::CountTooLarge { what: what(), count, offset, need, remaining });
+            return Err(GgufError::CountTooLarge {
+                what: what(),
+                count,
+                offset,
+                need,
+                remaining,
+            });
         }
         Ok(count)
     }

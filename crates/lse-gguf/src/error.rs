@@ -5,7 +5,10 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum GgufError {
     #[error("gguf: cannot read {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 
     #[error("gguf: not a GGUF file (the first bytes are {found:?}, expected \"GGUF\")")]
     BadMagic { found: Vec<u8> },
@@ -14,10 +17,21 @@ pub enum GgufError {
     UnsupportedVersion(u32),
 
     #[error("gguf: truncated file: {what} needs {need} bytes at offset {offset} but the file has {file_len}")]
-    Truncated { what: String, need: u64, offset: u64, file_len: u64 },
+    Truncated {
+        what: String,
+        need: u64,
+        offset: u64,
+        file_len: u64,
+    },
 
     #[error("gguf: truncated or corrupt file: {what} count {count} at offset {offset} needs at least {need} bytes but only {remaining} remain")]
-    CountTooLarge { what: String, count: u64, offset: u64, need: u128, remaining: u64 },
+    CountTooLarge {
+        what: String,
+        count: u64,
+        offset: u64,
+        need: u128,
+        remaining: u64,
+    },
 
     #[error("gguf: metadata key '{key}' has unknown value type id {id}")]
     UnknownValueType { key: String, id: u32 },
@@ -42,6 +56,9 @@ pub enum GgufError {
 
     #[error("gguf: duplicate tensor name '{0}'")]
     DuplicateTensor(String),
+
+    #[error("gguf: split model: {0}")]
+    Split(String),
 
     #[error("gguf writer: {0}")]
     Writer(String),

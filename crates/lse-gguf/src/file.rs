@@ -59,7 +59,10 @@ impl std::fmt::Debug for GgufFile {
 impl GgufFile {
     /// Maps the file read-only and validates it.
     pub fn open(path: &Path) -> Result<GgufFile, GgufError> {
-        let io = |source| GgufError::Io { path: path.to_path_buf(), source };
+        let io = |source| GgufError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
         let file = File::open(path).map_err(io)?;
         let len = file.metadata().map_err(io)?.len();
         if len == 0 {
@@ -78,9 +81,25 @@ impl GgufFile {
     }
 
     fn from_storage(storage: Storage) -> Result<GgufFile, GgufError> {
-        let Parsed { version, alignment, metadata, metadata_index, tensors, tensor_index, data_start } =
-            parse(storage.bytes())?;
-        Ok(GgufFile { storage, version, alignment, metadata, metadata_index, tensors, tensor_index, data_start })
+        let Parsed {
+            version,
+            alignment,
+            metadata,
+            metadata_index,
+            tensors,
+            tensor_index,
+            data_start,
+        } = parse(storage.bytes())?;
+        Ok(GgufFile {
+            storage,
+            version,
+            alignment,
+            metadata,
+            metadata_index,
+            tensors,
+            tensor_index,
+            data_start,
+        })
     }
 
     pub fn version(&self) -> u32 {

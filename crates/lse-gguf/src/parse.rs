@@ -34,7 +34,9 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed, GgufError> {
     let mut cur = Cursor::new(bytes);
     let magic = cur.take(4, || "magic".into())?;
     if magic != MAGIC {
-        return Err(GgufError::BadMagic { found: magic.to_vec() });
+        return Err(GgufError::BadMagic {
+            found: magic.to_vec(),
+        });
     }
     let version = cur.u32(|| "version".into())?;
     if version != 2 && version != 3 {
@@ -65,7 +67,15 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed, GgufError> {
     for t in &tensors {
         check_tensor_range(t, data_start, alignment, cur.file_len())?;
     }
-    Ok(Parsed { version, alignment, metadata, metadata_index, tensors, tensor_index, data_start })
+    Ok(Parsed {
+        version,
+        alignment,
+        metadata,
+        metadata_index,
+        tensors,
+        tensor_index,
+        data_start,
+    })
 }
 
 type Metadata = (Vec<(String, Value)>, HashMap<String, usize>);
@@ -111,17 +121,27 @@ fn read_value(cur: &mut Cursor, ty: u32, key: &str, depth: usize) -> Result<Valu
         },
         type_id::STRING => Value::String(cur.string(what)?),
         type_id::ARRAY => read_array(cur, key, depth)?,
-        id => return Err(GgufError::UnknownValueType { key: key.into(), id }),
+        id => {
+            return Err(GgufError::UnknownValueType {
+                key: key.into(),
+                id,
+            })
+        }
     })
 }
 
 fn read_array(cur: &mut Cursor, key: &str, depth: usize) -> Result<Value, GgufError> {
     if depth >= MAX_ARRAY_DEPTH {
-        return Err(GgufError::NestingTooDeep { key: key.into(), max_depth: MAX_ARRAY_DEPTH });
+        return Err(GgufError::NestingTooDeep {
+            key: key.into(),
+            max_depth: MAX_ARRAY_DEPTH,
+        });
     }
     let elem_ty = cur.u32(|| format!("array element type of metadata key '{key}'"))?;
-    let min = min_encoded_size(elem_ty)
-        .ok_or_else(|| GgufError::UnknownValueType { key: key.into(), id: elem_ty })?;
+    let min = min_encoded_size(elem_ty).ok_or_else(|| GgufError::UnknownValueType {
+        key: key.into(),
+        id: elem_ty,
+    })?;
     let n = cur.count(min, || format!("array element of metadata key '{key}'"))?;
     if let Some(items) = read_fixed_size_items(cur, elem_ty, n, key)? {
         return Ok(Value::Array(items));
@@ -135,7 +155,12 @@ fn read_array(cur: &mut Cursor, key: &str, depth: usize) -> Result<Value, GgufEr
 
 /// Arrays of numbers and bools, decoded from one bounds-checked slice (vocab-sized score and
 /// token-type arrays make the per-element path measurably slow). `None` for other element types.
-fn read_fixed_size_items(cur: &mut Cursor, elem_ty: u32, n: u64, key: &str) -> Result<Option<Vec<Value>>, GgufError> {
+fn read_fixed_size_items(
+    cur: &mut Cursor,
+    elem_ty: u32,
+    n: u64,
+    key: &str,
+) -> Result<Option<Vec<Value>>, GgufError> {
     use type_id::*;
     let size = match elem_ty {
         U8 | I8 | BOOL => 1,
@@ -153,14 +178,30 @@ fn read_fixed_size_items(cur: &mut Cursor, elem_ty: u32, n: u64, key: &str) -> R
     Ok(Some(match elem_ty {
         U8 => chunks.map(|c| Value::U8(c[0])).collect(),
         I8 => chunks.map(|c| Value::I8(c[0] as i8)).collect(),
-        U16 => chunks.map(|c| Value::U16(u16::from_le_bytes(b2(c)))).collect(),
-        I16 => chunks.map(|c| Value::I16(i16::from_le_bytes(b2(c)))).collect(),
-        U32 => chunks.map(|c| Value::U32(u32::from_le_bytes(b4(c)))).collect(),
-        I32 => chunks.map(|c| Value::I32(i32::from_le_bytes(b4(c)))).collect(),
-        F32 => chunks.map(|c| Value::F32(f32::from_le_bytes(b4(c)))).collect(),
-        U64 => chunks.map(|c| Value::U64(u64::from_le_bytes(b8(c)))).collect(),
-        I64 => chunks.map(|c| Value::I64(i64::from_le_bytes(b8(c)))).collect(),
-        F64 => chunks.map(|c| Value::F64(f64::from_le_bytes(b8(c)))).collect(),
+        U16 => chunks
+            .map(|c| Value::U16(u16::from_le_bytes(b2(c))))
+            .collect(),
+        I16 => chunks
+            .map(|c| Value::I16(i16::from_le_bytes(b2(c))))
+            .collect(),
+        U32 => chunks
+            .map(|c| Value::U32(u32::from_le_bytes(b4(c))))
+            .collect(),
+        I32 => chunks
+            .map(|c| Value::I32(i32::from_le_bytes(b4(c))))
+            .collect(),
+        F32 => chunks
+            .map(|c| Value::F32(f32::from_le_bytes(b4(c))))
+            .collect(),
+        U64 => chunks
+            .map(|c| Value::U64(u64::from_le_bytes(b8(c))))
+            .collect(),
+        I64 => chunks
+            .map(|c| Value::I64(i64::from_le_bytes(b8(c))))
+            .collect(),
+        F64 => chunks
+            .map(|c| Value::F64(f64::from_le_bytes(b8(c))))
+            .collect(),
         _ => {
             if let Some(pos) = bytes.iter().position(|&b| b > 1) {
                 return Err(GgufError::BadMetadata {
@@ -174,8 +215,16 @@ fn read_fixed_size_items(cur: &mut Cursor, elem_ty: u32, n: u64, key: &str) -> R
 }
 
 fn check_alignment(v: &Value) -> Result<u64, GgufError> {
-    let bad = |reason: String| GgufError::BadMetadata { key: ALIGNMENT_KEY.into(), reason };
-    let a = v.as_u64().ok_or_else(|| bad(format!("expected an unsigned integer, found {}", v.type_name())))?;
+    let bad = |reason: String| GgufError::BadMetadata {
+        key: ALIGNMENT_KEY.into(),
+        reason,
+    };
+    let a = v.as_u64().ok_or_else(|| {
+        bad(format!(
+            "expected an unsigned integer, found {}",
+            v.type_name()
+        ))
+    })?;
     if a == 0 || !a.is_power_of_two() {
         return Err(bad(format!("alignment {a} is not a nonzero power of two")));
     }
@@ -202,25 +251,38 @@ fn read_tensor_table(cur: &mut Cursor, n_tensors: u64) -> Result<TensorTable, Gg
             dims.push(cur.u64(|| format!("dimension {d} of tensor '{name}'"))?);
         }
         let type_id = cur.u32(|| format!("type of tensor '{name}'"))?;
-        let ggml_type = GgmlType::from_id(type_id)
-            .ok_or_else(|| GgufError::UnknownTensorType { tensor: name.clone(), id: type_id })?;
+        let ggml_type = GgmlType::from_id(type_id).ok_or_else(|| GgufError::UnknownTensorType {
+            tensor: name.clone(),
+            id: type_id,
+        })?;
         let offset = cur.u64(|| format!("data offset of tensor '{name}'"))?;
         let n_bytes = tensor_bytes(&name, &dims, ggml_type)?;
         if index.insert(name.clone(), tensors.len()).is_some() {
             return Err(GgufError::DuplicateTensor(name));
         }
-        tensors.push(TensorInfo { name, dims, ggml_type, offset, n_bytes });
+        tensors.push(TensorInfo {
+            name,
+            dims,
+            ggml_type,
+            offset,
+            n_bytes,
+        });
     }
     Ok((tensors, index))
 }
 
 /// Bytes of a tensor's data, with every way a shape can be nonsense refused.
 pub(crate) fn tensor_bytes(name: &str, dims: &[u64], t: GgmlType) -> Result<u64, GgufError> {
-    let bad = |reason: String| GgufError::BadShape { tensor: name.into(), reason };
+    let bad = |reason: String| GgufError::BadShape {
+        tensor: name.into(),
+        reason,
+    };
     let mut elements: u64 = 1;
     for (i, &d) in dims.iter().enumerate() {
         if d > i64::MAX as u64 {
-            return Err(bad(format!("dimension {i} is {d}, larger than ggml's int64 limit")));
+            return Err(bad(format!(
+                "dimension {i} is {d}, larger than ggml's int64 limit"
+            )));
         }
         elements = elements
             .checked_mul(d)
@@ -229,23 +291,39 @@ pub(crate) fn tensor_bytes(name: &str, dims: &[u64], t: GgmlType) -> Result<u64,
     }
     let ne0 = dims.first().copied().unwrap_or(1);
     let bs = t.block_size() as u64;
-    if ne0 % bs != 0 {
+    if !ne0.is_multiple_of(bs) {
         return Err(bad(format!(
             "row length {ne0} is not a multiple of the {} block size {bs}",
             t.name()
         )));
     }
-    let rows = if ne0 == 0 { 0 } else { elements / ne0 };
+    let rows = elements.checked_div(ne0).unwrap_or(0);
     (ne0 / bs)
         .checked_mul(t.type_size() as u64)
         .and_then(|row| row.checked_mul(rows))
-        .ok_or_else(|| bad(format!("the byte size of dims {dims:?} as {} overflows", t.name())))
+        .ok_or_else(|| {
+            bad(format!(
+                "the byte size of dims {dims:?} as {} overflows",
+                t.name()
+            ))
+        })
 }
 
-fn check_tensor_range(t: &TensorInfo, data_start: u64, alignment: u64, file_len: u64) -> Result<(), GgufError> {
-    let bad = |reason: String| GgufError::BadOffset { tensor: t.name.clone(), reason };
-    if t.offset % alignment != 0 {
-        return Err(bad(format!("offset {} is not a multiple of the alignment {alignment}", t.offset)));
+fn check_tensor_range(
+    t: &TensorInfo,
+    data_start: u64,
+    alignment: u64,
+    file_len: u64,
+) -> Result<(), GgufError> {
+    let bad = |reason: String| GgufError::BadOffset {
+        tensor: t.name.clone(),
+        reason,
+    };
+    if !t.offset.is_multiple_of(alignment) {
+        return Err(bad(format!(
+            "offset {} is not a multiple of the alignment {alignment}",
+            t.offset
+        )));
     }
     let start = data_start
         .checked_add(t.offset)

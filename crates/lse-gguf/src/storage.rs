@@ -19,7 +19,10 @@ impl AlignedBytes {
         for (block, chunk) in blocks.iter_mut().zip(bytes.chunks(64)) {
             block.0[..chunk.len()].copy_from_slice(chunk);
         }
-        AlignedBytes { blocks, len: bytes.len() }
+        AlignedBytes {
+            blocks,
+            len: bytes.len(),
+        }
     }
 
     pub fn as_slice(&self) -> &[u8] {

@@ -125,7 +125,10 @@ impl Value {
         match *self {
             Value::F32(v) => Some(v.into()),
             Value::F64(v) => Some(v),
-            _ => self.as_i64().map(|v| v as f64).or_else(|| self.as_u64().map(|v| v as f64)),
+            _ => self
+                .as_i64()
+                .map(|v| v as f64)
+                .or_else(|| self.as_u64().map(|v| v as f64)),
         }
     }
 

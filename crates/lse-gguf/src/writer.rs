@@ -31,7 +31,11 @@ impl Default for GgufWriter {
 impl GgufWriter {
     /// An empty GGUF v3 file.
     pub fn new() -> Self {
-        GgufWriter { version: 3, metadata: Vec::new(), tensors: Vec::new() }
+        GgufWriter {
+            version: 3,
+            metadata: Vec::new(),
+            tensors: Vec::new(),
+        }
     }
 
     /// The version number written in the header (the layout is the same for 2 and 3).
@@ -62,13 +66,21 @@ impl GgufWriter {
         ggml_type: GgmlType,
         data: impl Into<Vec<u8>>,
     ) -> &mut Self {
-        self.tensors.push(PendingTensor { name: name.into(), dims: dims.to_vec(), ggml_type, data: data.into() });
+        self.tensors.push(PendingTensor {
+            name: name.into(),
+            dims: dims.to_vec(),
+            ggml_type,
+            data: data.into(),
+        });
         self
     }
 
     pub fn write(&self, path: &Path) -> Result<(), GgufError> {
         let bytes = self.to_bytes()?;
-        std::fs::write(path, bytes).map_err(|source| GgufError::Io { path: path.to_path_buf(), source })
+        std::fs::write(path, bytes).map_err(|source| GgufError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
     }
 
     pub fn to_bytes(&self) -> Result<Vec<u8>, GgufError> {
@@ -93,7 +105,8 @@ impl GgufWriter {
             }
             put_u32(&mut out, t.ggml_type.id());
             put_u64(&mut out, offset);
-            offset = align_up(offset + t.data.len() as u64, alignment).expect("fixture sizes are small");
+            offset =
+                align_up(offset + t.data.len() as u64, alignment).expect("fixture sizes are small");
         }
         if !self.tensors.is_empty() {
             pad(&mut out, alignment);
@@ -111,16 +124,23 @@ impl GgufWriter {
         };
         match v.as_u64() {
             Some(a) if a.is_power_of_two() => Ok(a),
-            _ => Err(GgufError::Writer(format!("{ALIGNMENT_KEY} {v:?} is not a power of two"))),
+            _ => Err(GgufError::Writer(format!(
+                "{ALIGNMENT_KEY} {v:?} is not a power of two"
+            ))),
         }
     }
 }
 
 fn check_tensor(t: &PendingTensor) -> Result<(), GgufError> {
     if t.dims.len() > MAX_DIMS {
-        return Err(GgufError::Writer(format!("tensor '{}' has {} dims (at most {MAX_DIMS})", t.name, t.dims.len())));
+        return Err(GgufError::Writer(format!(
+            "tensor '{}' has {} dims (at most {MAX_DIMS})",
+            t.name,
+            t.dims.len()
+        )));
     }
-    let need = tensor_bytes(&t.name, &t.dims, t.ggml_type).map_err(|e| GgufError::Writer(e.to_string()))?;
+    let need = tensor_bytes(&t.name, &t.dims, t.ggml_type)
+        .map_err(|e| GgufError::Writer(e.to_string()))?;
     if need != t.data.len() as u64 {
         return Err(GgufError::Writer(format!(
             "tensor '{}' {:?} as {} needs {need} bytes of data, got {}",

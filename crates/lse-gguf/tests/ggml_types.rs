@@ -71,7 +71,11 @@ fn row_bytes() {
     assert_eq!(GgmlType::Q4_K.row_bytes(512), Some(288));
     assert_eq!(GgmlType::Q6_K.row_bytes(0), Some(0));
     assert_eq!(GgmlType::Q6_K.row_bytes(255), None);
-    assert_eq!(GgmlType::F32.row_bytes(usize::MAX / 2), None, "overflow is None");
+    assert_eq!(
+        GgmlType::F32.row_bytes(usize::MAX / 2),
+        None,
+        "overflow is None"
+    );
 }
 
 #[test]

@@ -29,8 +29,18 @@ fn nested_arrays() -> Vec<(&'static str, Value)> {
     vec![
         ("a.u8", Value::Array(vec![Value::U8(0), Value::U8(255)])),
         ("a.i32", Value::Array((-3..3).map(Value::I32).collect())),
-        ("a.f32", Value::Array(vec![Value::F32(0.25), Value::F32(-0.0), Value::F32(f32::INFINITY)])),
-        ("a.bool", Value::Array(vec![Value::Bool(true), Value::Bool(false)])),
+        (
+            "a.f32",
+            Value::Array(vec![
+                Value::F32(0.25),
+                Value::F32(-0.0),
+                Value::F32(f32::INFINITY),
+            ]),
+        ),
+        (
+            "a.bool",
+            Value::Array(vec![Value::Bool(true), Value::Bool(false)]),
+        ),
         ("a.str", Value::Array(vec![s("a"), s(""), s("ccc")])),
         ("a.empty", Value::Array(vec![])),
         (
@@ -43,7 +53,10 @@ fn nested_arrays() -> Vec<(&'static str, Value)> {
         ),
         (
             "a.nested3",
-            Value::Array(vec![Value::Array(vec![Value::Array(vec![Value::U64(7), Value::U64(8)])])]),
+            Value::Array(vec![Value::Array(vec![Value::Array(vec![
+                Value::U64(7),
+                Value::U64(8),
+            ])])]),
         ),
     ]
 }
@@ -59,7 +72,11 @@ fn every_value_type_round_trips_in_order() {
     assert_eq!(f.version(), 3);
     assert_eq!(f.alignment(), 32);
     assert!(f.tensors().is_empty());
-    let got: Vec<_> = f.metadata().iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+    let got: Vec<_> = f
+        .metadata()
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.clone()))
+        .collect();
     assert_eq!(got, all);
     for (k, v) in &all {
         assert_eq!(f.get(k), Some(v));
@@ -88,7 +105,10 @@ fn getters_convert_as_documented() {
     assert_eq!(f.get_str("t.str"), Some("héllo ▁world <0x0A>"));
     assert_eq!(f.get_str("t.u8"), None);
     assert_eq!(f.get_array("a.str").map(|a| a.len()), Some(3));
-    assert_eq!(f.get_array("a.nested").unwrap()[2].as_array().unwrap()[0].as_str(), Some("z"));
+    assert_eq!(
+        f.get_array("a.nested").unwrap()[2].as_array().unwrap()[0].as_str(),
+        Some("z")
+    );
     assert_eq!(f.get("missing"), None);
     assert_eq!(f.get_u64("missing"), None);
 }
@@ -132,7 +152,11 @@ fn tensors_round_trip_with_alignment() {
             assert_eq!(f.tensor_data(t), data, "{name} data");
             assert_eq!(f.tensor(name), Some(t));
             // The in-memory image keeps the file's alignment (up to 64 bytes).
-            assert_eq!(f.tensor_data(t).as_ptr() as u64 % a.min(64), 0, "{name} not aligned in memory");
+            assert_eq!(
+                f.tensor_data(t).as_ptr() as u64 % a.min(64),
+                0,
+                "{name} not aligned in memory"
+            );
         }
         assert_eq!(f.tensor("absent"), None);
         assert_eq!(f.tensor("e.scalar").unwrap().n_elements(), 1);
@@ -165,14 +189,21 @@ fn open_maps_the_same_file_from_disk() {
 fn open_reports_missing_files_and_empty_files() {
     let err = GgufFile::open(std::path::Path::new("/nonexistent/x.gguf")).unwrap_err();
     assert!(matches!(err, GgufError::Io { .. }));
-    assert!(err.to_string().contains("cannot read /nonexistent/x.gguf"), "{err}");
+    assert!(
+        err.to_string().contains("cannot read /nonexistent/x.gguf"),
+        "{err}"
+    );
 
     let dir = std::env::temp_dir().join(format!("lse-gguf-empty-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("empty.gguf");
     std::fs::write(&path, b"").unwrap();
     let err = GgufFile::open(&path).unwrap_err();
-    assert!(err.to_string().contains("truncated file: magic needs 4 bytes at offset 0 but the file has 0"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("truncated file: magic needs 4 bytes at offset 0 but the file has 0"),
+        "{err}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -189,11 +220,19 @@ fn tensor_data_of_a_foreign_tensor_is_empty_not_a_panic() {
 fn writer_refuses_what_it_cannot_lay_out() {
     let mut w = GgufWriter::new();
     w.add_kv("mixed", Value::Array(vec![Value::U8(1), Value::I8(1)]));
-    assert!(w.to_bytes().unwrap_err().to_string().contains("mixes u8 and i8"));
+    assert!(w
+        .to_bytes()
+        .unwrap_err()
+        .to_string()
+        .contains("mixes u8 and i8"));
 
     let mut w = GgufWriter::new();
     w.add_tensor("t", &[32], GgmlType::Q8_0, vec![0u8; 33]);
-    assert!(w.to_bytes().unwrap_err().to_string().contains("needs 34 bytes of data, got 33"));
+    assert!(w
+        .to_bytes()
+        .unwrap_err()
+        .to_string()
+        .contains("needs 34 bytes of data, got 33"));
 
     let mut w = GgufWriter::new();
     w.add_tensor("t", &[1, 1, 1, 1, 1], GgmlType::F32, vec![0u8; 4]);

@@ -16,13 +16,76 @@ struct Synthetic {
 }
 
 const SYNTHETIC: &[Synthetic] = &[
-    Synthetic { file: "llama-tiny.gguf", arch: "llama", n_kv: 25, n_tensors: 38, block_count: 4, embd_type: GgmlType::F16, embd_at: 726_336, embd_bytes: 4_096_000 },
-    Synthetic { file: "llama-tiny-q8_0.gguf", arch: "llama", n_kv: 25, n_tensors: 38, block_count: 4, embd_type: GgmlType::Q8_0, embd_at: 726_336, embd_bytes: 2_176_000 },
-    Synthetic { file: "llama-tiny-q4_0.gguf", arch: "llama", n_kv: 25, n_tensors: 38, block_count: 4, embd_type: GgmlType::Q4_0, embd_at: 726_336, embd_bytes: 1_152_000 },
-    Synthetic { file: "qwen2-tiny.gguf", arch: "qwen2", n_kv: 23, n_tensors: 38, block_count: 3, embd_type: GgmlType::F16, embd_at: 726_176, embd_bytes: 4_096_000 },
-    Synthetic { file: "qwen3-tiny.gguf", arch: "qwen3", n_kv: 25, n_tensors: 35, block_count: 3, embd_type: GgmlType::F16, embd_at: 726_144, embd_bytes: 4_096_000 },
-    Synthetic { file: "gemma3-tiny.gguf", arch: "gemma3", n_kv: 31, n_tensors: 54, block_count: 4, embd_type: GgmlType::F16, embd_at: 727_584, embd_bytes: 4_096_000 },
-    Synthetic { file: "qwen35-tiny.gguf", arch: "qwen35", n_kv: 34, n_tensors: 55, block_count: 4, embd_type: GgmlType::F16, embd_at: 727_744, embd_bytes: 4_096_000 },
+    Synthetic {
+        file: "llama-tiny.gguf",
+        arch: "llama",
+        n_kv: 25,
+        n_tensors: 38,
+        block_count: 4,
+        embd_type: GgmlType::F16,
+        embd_at: 726_336,
+        embd_bytes: 4_096_000,
+    },
+    Synthetic {
+        file: "llama-tiny-q8_0.gguf",
+        arch: "llama",
+        n_kv: 25,
+        n_tensors: 38,
+        block_count: 4,
+        embd_type: GgmlType::Q8_0,
+        embd_at: 726_336,
+        embd_bytes: 2_176_000,
+    },
+    Synthetic {
+        file: "llama-tiny-q4_0.gguf",
+        arch: "llama",
+        n_kv: 25,
+        n_tensors: 38,
+        block_count: 4,
+        embd_type: GgmlType::Q4_0,
+        embd_at: 726_336,
+        embd_bytes: 1_152_000,
+    },
+    Synthetic {
+        file: "qwen2-tiny.gguf",
+        arch: "qwen2",
+        n_kv: 23,
+        n_tensors: 38,
+        block_count: 3,
+        embd_type: GgmlType::F16,
+        embd_at: 726_176,
+        embd_bytes: 4_096_000,
+    },
+    Synthetic {
+        file: "qwen3-tiny.gguf",
+        arch: "qwen3",
+        n_kv: 25,
+        n_tensors: 35,
+        block_count: 3,
+        embd_type: GgmlType::F16,
+        embd_at: 726_144,
+        embd_bytes: 4_096_000,
+    },
+    Synthetic {
+        file: "gemma3-tiny.gguf",
+        arch: "gemma3",
+        n_kv: 31,
+        n_tensors: 54,
+        block_count: 4,
+        embd_type: GgmlType::F16,
+        embd_at: 727_584,
+        embd_bytes: 4_096_000,
+    },
+    Synthetic {
+        file: "qwen35-tiny.gguf",
+        arch: "qwen35",
+        n_kv: 34,
+        n_tensors: 55,
+        block_count: 4,
+        embd_type: GgmlType::F16,
+        embd_at: 727_744,
+        embd_bytes: 4_096_000,
+    },
 ];
 
 fn open(rel: &str) -> GgufFile {
@@ -51,8 +114,18 @@ fn synthetic_models_open() {
         assert_eq!(f.architecture(), Some(s.arch), "{}", s.file);
         assert_eq!(f.metadata().len(), s.n_kv, "{}", s.file);
         assert_eq!(f.tensors().len(), s.n_tensors, "{}", s.file);
-        assert_eq!(f.get_u64(&format!("{}.block_count", s.arch)), Some(s.block_count), "{}", s.file);
-        assert_eq!(f.get_u64(&format!("{}.embedding_length", s.arch)), Some(64), "{}", s.file);
+        assert_eq!(
+            f.get_u64(&format!("{}.block_count", s.arch)),
+            Some(s.block_count),
+            "{}",
+            s.file
+        );
+        assert_eq!(
+            f.get_u64(&format!("{}.embedding_length", s.arch)),
+            Some(64),
+            "{}",
+            s.file
+        );
         assert_eq!(f.get_str("tokenizer.ggml.model"), Some("llama"));
         let tokens = f.get_array("tokenizer.ggml.tokens").unwrap();
         assert_eq!(tokens.len(), 32_000);
@@ -76,12 +149,19 @@ fn llama_tiny_hyperparameters() {
     assert_eq!(f.get_u64("llama.attention.head_count_kv"), Some(2));
     assert_eq!(f.get_u64("llama.feed_forward_length"), Some(192));
     assert_eq!(f.get_f32("llama.rope.freq_base"), Some(500_000.0));
-    assert_eq!(f.get_f32("llama.attention.layer_norm_rms_epsilon"), Some(1e-5));
+    assert_eq!(
+        f.get_f32("llama.attention.layer_norm_rms_epsilon"),
+        Some(1e-5)
+    );
     let q = f.tensor("blk.0.attn_q.weight").unwrap();
     assert_eq!(q.dims, [64, 64]);
     assert_eq!(q.ggml_type, GgmlType::F32);
     // The last tensor ends exactly at the end of the file (5,611,072 bytes).
-    let end = f.tensors().iter().map(|t| f.data_start() + t.offset + t.n_bytes).max();
+    let end = f
+        .tensors()
+        .iter()
+        .map(|t| f.data_start() + t.offset + t.n_bytes)
+        .max();
     assert_eq!(end, Some(5_611_072));
 }
 
@@ -91,7 +171,13 @@ fn vocab_files_open() {
     let expect = [
         ("ggml-vocab-gpt-2.gguf", "gpt2", "gpt2", 50_257, "&"),
         ("ggml-vocab-llama-bpe.gguf", "llama", "gpt2", 128_256, "&"),
-        ("ggml-vocab-llama-spm.gguf", "llama", "llama", 32_000, "<0x02>"),
+        (
+            "ggml-vocab-llama-spm.gguf",
+            "llama",
+            "llama",
+            32_000,
+            "<0x02>",
+        ),
         ("ggml-vocab-qwen2.gguf", "qwen2", "gpt2", 151_936, "&"),
         ("ggml-vocab-qwen35.gguf", "qwen2", "gpt2", 151_936, "&"),
     ];
@@ -108,7 +194,9 @@ fn vocab_files_open() {
 
 #[test]
 fn smollm2_opens() {
-    let Some(path) = lse_testdata::model("smollm2") else { return };
+    let Some(path) = lse_testdata::model("smollm2") else {
+        return;
+    };
     let f = GgufFile::open(&path).unwrap();
     assert_eq!(f.architecture(), Some("llama"));
     assert_eq!(f.tensors().len(), 272);
@@ -127,8 +215,13 @@ fn smollm2_opens() {
 #[test]
 fn other_real_models_open() {
     // (model, architecture, tensors, token count)
-    for (name, arch, n_tensors, n_tokens) in [("gemma3", "gemma3", 236, 262_144), ("qwen25coder", "qwen2", 291, 151_936)] {
-        let Some(path) = lse_testdata::model(name) else { continue };
+    for (name, arch, n_tensors, n_tokens) in [
+        ("gemma3", "gemma3", 236, 262_144),
+        ("qwen25coder", "qwen2", 291, 151_936),
+    ] {
+        let Some(path) = lse_testdata::model(name) else {
+            continue;
+        };
         // Best of three, so a busy machine does not fail the timing.
         let mut took = std::time::Duration::MAX;
         for _ in 0..2 {
@@ -142,7 +235,10 @@ fn other_real_models_open() {
         eprintln!("{name}: opened in {took:?}");
         assert_eq!(f.architecture(), Some(arch));
         assert_eq!(f.tensors().len(), n_tensors);
-        assert_eq!(f.get_array("tokenizer.ggml.tokens").unwrap().len(), n_tokens);
+        assert_eq!(
+            f.get_array("tokenizer.ggml.tokens").unwrap().len(),
+            n_tokens
+        );
         check_tensor_table(&f);
         if !cfg!(debug_assertions) {
             assert!(took.as_millis() < 100, "{name} took {took:?}");
