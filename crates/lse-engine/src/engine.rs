@@ -5,7 +5,7 @@ use crate::head::HEAD_ROWS;
 use crate::model::Model;
 use crate::{EngineConfig, EngineError, EngineOptions, Weights};
 use lse_gguf::GgufFile;
-// TOKENIZER-PENDING: use lse_tokenizer::Tokenizer;
+use lse_tokenizer::Tokenizer;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -14,7 +14,7 @@ pub struct Engine {
     pub(crate) backend: Box<dyn Backend>,
     pub(crate) opts: EngineOptions,
     pub(crate) kv_capacity: usize,
-    // TOKENIZER-PENDING: tokenizer: Tokenizer,
+    tokenizer: Tokenizer,
     name: String,
 }
 
@@ -27,7 +27,7 @@ impl Engine {
         opts.validate()?;
         let path = resolve_model_path(model)?;
         let file = Arc::new(GgufFile::open(&path)?);
-        // TOKENIZER-PENDING: let tokenizer = Tokenizer::from_gguf(&file).map_err(|e| EngineError::Tokenizer(e.to_string()))?;
+        let tokenizer = Tokenizer::from_gguf(&file).map_err(|e| EngineError::Tokenizer(e.to_string()))?;
         let weights = Weights::new(file.clone())?;
         let kv_capacity = opts.kv_len.unwrap_or(if weights.hp.n_ctx_train > 0 { weights.hp.n_ctx_train } else { FALLBACK_CTX });
         let model = Model::load(weights)?;
@@ -38,10 +38,12 @@ impl Engine {
             .map(str::to_string)
             .unwrap_or_else(|| path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default());
         let backend: Box<dyn Backend> = Box::new(CpuBackend::new(opts.dialect, opts.threads, opts.flash_attention));
-        Ok(Engine { model, backend, opts, kv_capacity, name })
+        Ok(Engine { model, backend, opts, kv_capacity, tokenizer, name })
     }
 
-    // TOKENIZER-PENDING: pub fn tokenizer(&self) -> &Tokenizer { &self.tokenizer }
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
 
     pub fn n_vocab(&self) -> usize {
         self.model.n_vocab

@@ -69,10 +69,11 @@ fn qwen35_tiny_matches_llamacpp() {
 #[test]
 fn qwen35_tiny_state_carries_across_passes() {
     let base = run(opts(true, KvDtype::F16, CTX, CTX, 2));
-    // (batch, ubatch): 16-token launches in 64-token passes; odd launches that leave 1-token tails
-    // (64 = 9·7 + 1), shorter than the conv history; and token-at-a-time decoding.
-    for (batch, ubatch) in [(64, 16), (64, 7), (CTX, 1)] {
-        let s = run(opts(true, KvDtype::F16, batch, ubatch, 2));
+    // (batch, ubatch, threads): 16-token launches in 64-token passes; odd launches that leave
+    // 1-token tails (64 = 9·7 + 1), shorter than the conv history; and token-at-a-time decoding
+    // (on one thread: waking pool workers for every 1-token launch only costs time here).
+    for (batch, ubatch, threads) in [(64, 16, 2), (64, 7, 2), (CTX, 1, 1)] {
+        let s = run(opts(true, KvDtype::F16, batch, ubatch, threads));
         let d = max_logp_diff(&base, &s);
         let same = base.argmax.iter().zip(&s.argmax).filter(|(a, b)| a == b).count();
         eprintln!("{NAME} batch {batch} ubatch {ubatch}: max |dlogp| vs one pass {d:.2e}, same argmax {same}/{}", s.argmax.len());
@@ -80,4 +81,63 @@ fn qwen35_tiny_state_carries_across_passes() {
         assert!(same * 1000 >= s.argmax.len() * 998, "batch {batch} ubatch {ubatch}: argmax changed on {} rows", s.argmax.len() - same);
         check(&format!("batch={batch} ubatch={ubatch}"), &s);
     }
+}
+
+/// A copy of qwen35-tiny with metadata keys dropped or replaced, written to a temp file.
+fn rewritten(tag: &str, drop: &[&str], set: &[(&str, lse_gguf::Value)]) -> std::path::PathBuf {
+    let src = lse_gguf::GgufFile::open(&lse_testdata::shared(&format!("golden/synthetic/{NAME}.gguf"))).expect("open qwen35-tiny");
+    let mut wr = lse_gguf::GgufWriter::new();
+    wr.set_alignment(src.alignment() as u32);
+    for (k, v) in src.metadata() {
+        if !drop.contains(&k.as_str()) && !set.iter().any(|(s, _)| s == k) {
+            wr.add_kv(k.clone(), v.clone());
+        }
+    }
+    for (k, v) in set {
+        wr.add_kv(*k, v.clone());
+    }
+    for t in src.tensors() {
+        wr.add_tensor(t.name.clone(), &t.dims, t.ggml_type, src.tensor_data(t).to_vec());
+    }
+    let path = std::env::temp_dir().join(format!("lse-qwen35-{tag}-{}.gguf", std::process::id()));
+    wr.write(&path).expect("write rewritten gguf");
+    path
+}
+
+/// Without `attention.recurrent_layers` the layer kinds come from llama.cpp's rule
+/// (`(il + 1) % full_attention_interval != 0`), which gives the same stack here.
+#[test]
+fn qwen35_tiny_recurrent_layers_from_interval() {
+    let path = rewritten("interval", &["qwen35.attention.recurrent_layers"], &[]);
+    let o = opts(true, KvDtype::F16, CTX, CTX, 2);
+    let engine = Engine::load(&path, o.clone()).unwrap_or_else(|e| panic!("{e}"));
+    let gold = read_json(&lse_testdata::shared(&format!("golden/synthetic/{NAME}.top32.json")));
+    let s = score_windows(&engine, &synthetic_windows(&gold)[..2], CTX / 2);
+    drop(engine);
+    let _ = std::fs::remove_file(&path);
+    let base = {
+        let engine = Engine::load(&lse_testdata::shared(&format!("golden/synthetic/{NAME}.gguf")), o).unwrap();
+        score_windows(&engine, &synthetic_windows(&gold)[..2], CTX / 2)
+    };
+    assert_eq!(max_logp_diff(&base, &s), 0.0);
+
+    // an interval that makes layer 3 recurrent asks for GDN tensors the file does not have
+    let path = rewritten("interval5", &["qwen35.attention.recurrent_layers"], &[("qwen35.full_attention_interval", lse_gguf::Value::U32(5))]);
+    let err = Engine::load(&path, opts(true, KvDtype::F16, CTX, CTX, 1)).err().expect("layer 3 has no GDN tensors");
+    let _ = std::fs::remove_file(&path);
+    assert!(err.to_string().contains("blk.3.attn_qkv.weight"), "{err}");
+}
+
+/// Missing or inconsistent GDN geometry is a load error naming the key, never a panic.
+#[test]
+fn qwen35_bad_ssm_metadata_is_an_error() {
+    let path = rewritten("nokernel", &["qwen35.ssm.conv_kernel"], &[]);
+    let err = Engine::load(&path, opts(true, KvDtype::F16, CTX, CTX, 1)).err().expect("missing ssm.conv_kernel");
+    let _ = std::fs::remove_file(&path);
+    assert!(err.to_string().contains("ssm.conv_kernel"), "{err}");
+
+    let path = rewritten("badgroups", &[], &[("qwen35.ssm.group_count", lse_gguf::Value::U32(3))]);
+    let err = Engine::load(&path, opts(true, KvDtype::F16, CTX, CTX, 1)).err().expect("4 value heads over 3 key heads");
+    let _ = std::fs::remove_file(&path);
+    assert!(err.to_string().contains("key heads"), "{err}");
 }

@@ -48,3 +48,12 @@ pub fn rd_f16(b: &[u8], o: usize) -> f32 {
 pub fn rd_f32(b: &[u8], o: usize) -> f32 {
     f32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
 }
+
+/// Round to nearest, ties to even, as an integer, for |v| <= 4194303 (ggml's `nearest_int`
+/// trick: adding 1.5·2^23 leaves the rounded integer in the low mantissa bits). Plain SSE2
+/// arithmetic, so the activation quantizers vectorize without SSE4.1's `roundps`.
+#[inline(always)]
+pub fn round_even_i32(v: f32) -> i32 {
+    let t = v + 12_582_912.0;
+    (t.to_bits() & 0x007f_ffff) as i32 - 0x0040_0000
+}

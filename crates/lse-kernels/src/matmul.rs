@@ -21,12 +21,13 @@ thread_local! {
 
 #[derive(Clone, Copy)]
 enum Kernel {
-    Scalar(fn(&[u8], &[u8]) -> f32),
+    Scalar(quant::DotFn),
     Simd(RowKernel),
 }
 
 impl Kernel {
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     fn rows(self, k: usize, w: &[u8], x: &[u8], x_stride: usize, xrb: usize, nx: usize, out: &mut [f32; MR]) {
         match self {
             Kernel::Scalar(f) => {
@@ -48,10 +49,17 @@ fn kernel(d: Dialect, t: GgmlType) -> Kernel {
     }
 }
 
+/// A raw output pointer shared by tasks that write disjoint elements.
 #[derive(Clone, Copy)]
 struct SendPtr<T>(*mut T);
 unsafe impl<T> Send for SendPtr<T> {}
 unsafe impl<T> Sync for SendPtr<T> {}
+
+impl<T> SendPtr<T> {
+    fn get(&self) -> *mut T {
+        self.0
+    }
+}
 
 /// See the crate docs (`lse_kernels::matmul`).
 #[allow(clippy::too_many_arguments)]
@@ -93,18 +101,20 @@ pub fn matmul(
             buf.resize(m * xrb, 0);
         }
         let qx = &mut buf[..m * xrb];
-        quantize_rows(pool, dt, x, k, m, qx, xrb);
+        quantize_rows(pool, d, dt, x, k, m, qx, xrb);
         run_tiles(pool, kern, w, n, k, rb, qx, xrb, m, y);
     });
 }
 
+#[allow(clippy::too_many_arguments)]
 /// Converts the `m` activation rows into `qx` (one row of `xrb` bytes each), in parallel.
-fn quantize_rows(pool: &ThreadPool, dt: DotType, x: &[f32], k: usize, m: usize, qx: &mut [u8], xrb: usize) {
+fn quantize_rows(pool: &ThreadPool, d: Dialect, dt: DotType, x: &[f32], k: usize, m: usize, qx: &mut [u8], xrb: usize) {
     const ROWS_PER_TASK: usize = 8;
+    let level = if d == Dialect::Simd { simd::level() } else { simd::Level::Scalar };
     let work = m * k;
     if pool.threads() == 1 || work < 64 * 1024 {
         for r in 0..m {
-            quant::quantize_activation(dt, &x[r * k..(r + 1) * k], &mut qx[r * xrb..(r + 1) * xrb]);
+            simd::quantize_activation(level, dt, &x[r * k..(r + 1) * k], &mut qx[r * xrb..(r + 1) * xrb]);
         }
         return;
     }
@@ -113,11 +123,10 @@ fn quantize_rows(pool: &ThreadPool, dt: DotType, x: &[f32], k: usize, m: usize, 
     pool.run(tasks, &|task| {
         let r0 = task * ROWS_PER_TASK;
         let r1 = (r0 + ROWS_PER_TASK).min(m);
-        let out = out;
         for r in r0..r1 {
             // SAFETY: each task writes its own disjoint rows of `qx`.
-            let dst = unsafe { std::slice::from_raw_parts_mut(out.0.add(r * xrb), xrb) };
-            quant::quantize_activation(dt, &x[r * k..(r + 1) * k], dst);
+            let dst = unsafe { std::slice::from_raw_parts_mut(out.get().add(r * xrb), xrb) };
+            simd::quantize_activation(level, dt, &x[r * k..(r + 1) * k], dst);
         }
     });
 }
@@ -145,7 +154,6 @@ fn run_tiles(
     let tasks = n.div_ceil(rows);
     let yp = SendPtr(y.as_mut_ptr());
     let body = |task: usize| {
-        let yp = yp;
         let r0 = task * rows;
         let r1 = (r0 + rows).min(n);
         let mut out = [0.0f32; MR];
@@ -157,7 +165,7 @@ fn run_tiles(
                 kern.rows(k, &w[r * rb..(r + 1) * rb], xs, xrb, xrb, nx, &mut out);
                 for (j, &v) in out.iter().enumerate().take(nx) {
                     // SAFETY: (i + j, r) is inside y and only this task writes column range r0..r1.
-                    unsafe { *yp.0.add((i + j) * n + r) = v };
+                    unsafe { *yp.get().add((i + j) * n + r) = v };
                 }
             }
             i += nx;

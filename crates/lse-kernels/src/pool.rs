@@ -14,7 +14,7 @@ use std::thread::JoinHandle;
 type Job = dyn Fn(usize) + Sync;
 
 /// Spin iterations a worker waits for the next job before parking.
-const SPIN_ITERS: u32 = 20_000;
+const SPIN_ITERS: u32 = 10_000;
 
 struct Shared {
     /// Job generation; bumped (under `lock`) for every run and for shutdown.

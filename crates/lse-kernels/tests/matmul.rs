@@ -12,7 +12,8 @@ fn k_for(t: GgmlType) -> usize {
 }
 
 /// Scalar dot of every type = Σ w_i·x_i over the decoded weight row and the decoded quantized
-/// activation row, computed in f64. The kernel's integer sums are exact, so the only error is
+/// activation row, computed in f64 (for Q8_1 activations with the stored block sums, see
+/// `common::reference_dot`). The kernel's integer sums are exact, so the only error is
 /// the f32 arithmetic on scales and partial sums: bound 1e-5·Σ|w_i·x_i| + 1e-6.
 #[test]
 fn scalar_dot_equals_decoded_math() {
@@ -26,14 +27,10 @@ fn scalar_dot_equals_decoded_math() {
         let rb = t.row_bytes(k).unwrap();
         let mut worst = 0f64;
         for r in 0..8 {
-            let mut wd = vec![0f32; k];
-            dequantize_row(t, &w[r * rb..(r + 1) * rb], &mut wd);
             for i in 0..3 {
                 let mut qx = vec![0u8; dt.row_bytes(k)];
                 quantize_activation(dt, &x[i * k..(i + 1) * k], &mut qx);
-                let xd = decode_activation(dt, &qx, k);
-                let exact: f64 = wd.iter().zip(&xd).map(|(a, b)| *a as f64 * *b as f64).sum();
-                let mag: f64 = wd.iter().zip(&xd).map(|(a, b)| (*a as f64 * *b as f64).abs()).sum();
+                let (exact, mag) = reference_dot(t, &w[r * rb..(r + 1) * rb], &qx, k);
                 let got = dot(&w[r * rb..(r + 1) * rb], &qx) as f64;
                 let err = (got - exact).abs();
                 assert!(err <= 1e-5 * mag + 1e-6, "{}: row {r} act {i}: {got} vs exact {exact} (mag {mag})", t.name());

@@ -1,4 +1,157 @@
+//! `lse-server`: loads a GGUF model, does one job (tokenize, perplexity), exits.
+//! Every failure is one line on stderr, `lse-server: <cause>`, and a non-zero exit status.
+
+mod args;
+#[cfg(feature = "engine")]
+mod engine_modes;
+mod json_out;
+mod progress;
+
+use args::{Args, Mode};
+use lse_eval::atomic::AtomicFile;
+use lse_eval::{PerplexityInput, PerplexityRequest};
+use std::io::Write;
+use std::path::Path;
+use std::sync::Mutex;
+
+static PANIC: Mutex<Option<String>> = Mutex::new(None);
+
 fn main() {
-    eprintln!("lse-server: not built yet");
-    std::process::exit(2);
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "panic".into());
+        let loc = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+        if let Ok(mut p) = PANIC.lock() {
+            *p = Some(format!("{msg}{loc}"));
+        }
+    }));
+    let code = match std::panic::catch_unwind(run) {
+        Ok(Ok(())) => 0,
+        Ok(Err(msg)) => {
+            eprintln!("lse-server: {}", one_line(&msg));
+            1
+        }
+        Err(_) => {
+            let m = PANIC.lock().ok().and_then(|p| p.clone()).unwrap_or_default();
+            eprintln!("lse-server: internal error (a bug): {}", one_line(&m));
+            70
+        }
+    };
+    std::process::exit(code);
+}
+
+fn one_line(s: &str) -> String {
+    s.split(['\n', '\r']).filter(|l| !l.trim().is_empty()).collect::<Vec<_>>().join("; ")
+}
+
+fn run() -> Result<(), String> {
+    let mut argv = Vec::new();
+    for a in std::env::args_os().skip(1) {
+        argv.push(a.into_string().map_err(|a| format!("argument {a:?} is not valid UTF-8"))?);
+    }
+    let args = args::parse(&argv)?;
+    if args.help {
+        print!("{}", args::HELP);
+        return Ok(());
+    }
+    let model = args.model.clone().expect("checked by parse");
+    if std::fs::metadata(&model).is_err() {
+        return Err(format!("model {} not found (no such file or folder)", model.display()));
+    }
+    match args.mode.clone().expect("checked by parse") {
+        Mode::Tokenize(file) => tokenize(&args, &model, &file),
+        mode => perplexity(&args, &model, mode),
+    }
+}
+
+fn write_stdout(bytes: &[u8]) -> Result<(), String> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(bytes).and_then(|_| out.flush()).map_err(|e| format!("cannot write to standard output: {e}"))
+}
+
+fn emit(out: Option<AtomicFile>, bytes: &[u8]) -> Result<(), String> {
+    match out {
+        Some(f) => f.commit(bytes).map_err(|e| e.to_string()),
+        None => write_stdout(bytes),
+    }
+}
+
+fn tokenize(args: &Args, model: &Path, file: &Path) -> Result<(), String> {
+    let out = match &args.tokenize_output {
+        Some(p) => Some(AtomicFile::create(p, "output file").map_err(|e| e.to_string())?),
+        None => None,
+    };
+    let text = lse_eval::read_text_file_verbatim(file).map_err(|e| e.to_string())?;
+    let ids = tokenize_ids(model, &text, !args.tokenize_no_special)?;
+    let mut obj = serde_json::Map::new();
+    obj.insert("object".into(), "lse.tokens".into());
+    obj.insert("tokens".into(), ids.len().into());
+    obj.insert("token_ids_sha256".into(), lse_eval::token_ids_sha256(&ids).into());
+    obj.insert("ids".into(), serde_json::json!(ids));
+    let mut s = serde_json::Value::Object(obj).to_string();
+    s.push('\n');
+    emit(out, s.as_bytes())
+}
+
+#[cfg(feature = "engine")]
+fn tokenize_ids(model: &Path, text: &str, add_special: bool) -> Result<Vec<u32>, String> {
+    engine_modes::tokenize(model, text, add_special)
+}
+
+#[cfg(not(feature = "engine"))]
+fn tokenize_ids(_: &Path, _: &str, _: bool) -> Result<Vec<u32>, String> {
+    Err("this lse-server was built without the engine (feature `engine`)".into())
+}
+
+fn perplexity(args: &Args, model: &Path, mode: Mode) -> Result<(), String> {
+    let err = |e: lse_eval::EvalError| e.to_string();
+    let placeholder = match &mode {
+        Mode::PerplexityTokens(_) => PerplexityInput::Tokens(Vec::new()),
+        Mode::PerplexityPairs(_) => PerplexityInput::Pairs(Vec::new()),
+        _ => PerplexityInput::Text(String::new()),
+    };
+    let mut req = PerplexityRequest {
+        input: placeholder,
+        method: args.method.as_deref().map(lse_eval::Method::parse).transpose().map_err(err)?,
+        ctx: args.ctx,
+        stride: args.stride,
+        chunks: args.chunks,
+        kld_base_out: args.kld_base_out.clone(),
+        kld_top_k: args.kld_top_k,
+        kld_base: args.kld_base.clone(),
+        include_windows: args.windows,
+        include_token_ids: args.token_ids,
+    };
+    if matches!(mode, Mode::PerplexityPairs(_)) && args.ctx.is_some() {
+        return Err("--perplexity-ctx does not apply to --perplexity-pairs (the ctx is the longest record)".into());
+    }
+    req.validate().map_err(err)?;
+    // Everything that can fail without the model fails now: output paths, the KLD base, the input.
+    let out = match &args.output {
+        Some(p) => Some(AtomicFile::create(p, "output file").map_err(err)?),
+        None => None,
+    };
+    req.input = match &mode {
+        Mode::Perplexity(f) => PerplexityInput::Text(lse_eval::read_text_file(f).map_err(err)?),
+        Mode::PerplexityTokens(f) => PerplexityInput::Tokens(lse_eval::read_tokens_file(f).map_err(err)?),
+        Mode::PerplexityPairs(f) => PerplexityInput::Pairs(lse_eval::read_pairs_file(f).map_err(err)?),
+        Mode::Tokenize(_) => unreachable!(),
+    };
+    let pre = lse_eval::preflight(&req).map_err(err)?;
+    let report = run_engine(args, model, &req, pre)?;
+    emit(out, json_out::pretty(&report).as_bytes())
+}
+
+#[cfg(feature = "engine")]
+fn run_engine(args: &Args, model: &Path, req: &PerplexityRequest, pre: lse_eval::Preflight) -> Result<serde_json::Value, String> {
+    engine_modes::perplexity(args, model, req, pre)
+}
+
+#[cfg(not(feature = "engine"))]
+fn run_engine(_: &Args, _: &Path, _: &PerplexityRequest, _: lse_eval::Preflight) -> Result<serde_json::Value, String> {
+    Err("this lse-server was built without the engine (feature `engine`)".into())
 }

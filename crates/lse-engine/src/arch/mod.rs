@@ -5,6 +5,7 @@ pub mod gemma3;
 pub mod llama;
 pub mod qwen2;
 pub mod qwen3;
+pub mod qwen35;
 
 use crate::blocks::attention::AttnConfig;
 use crate::kv_cache::LayerKv;
@@ -37,6 +38,7 @@ pub fn load_architecture(w: &Weights) -> Result<Box<dyn Architecture>, EngineErr
         "qwen2" => qwen2::load(w),
         "qwen3" => qwen3::load(w),
         "gemma3" => gemma3::load(w),
+        "qwen35" => qwen35::load(w),
         other => Err(EngineError::UnsupportedArchitecture(other.to_string())),
     }
 }

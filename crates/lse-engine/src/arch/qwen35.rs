@@ -22,6 +22,7 @@
 //! Layers past `block_count - nextn_predict_layers` (multi-token-prediction blocks) are not run.
 
 use super::{standard_attn, Architecture, SessionState};
+use crate::backend::Backend;
 use crate::blocks::attention::{AttnLayer, AttnWeights};
 use crate::blocks::mlp::Mlp;
 use crate::ops::act::Act;
@@ -30,6 +31,10 @@ use crate::ops::rope::RopeKind;
 use crate::ops::ssm_conv;
 use crate::{EngineError, ForwardCtx, KvDtype, Matrix, Weights};
 use std::sync::Mutex;
+
+/// State elements updated per call (tokens × heads × d_k × d_v) below which the delta rule runs
+/// on the calling thread.
+const PARALLEL_MIN_WORK: usize = 1 << 18;
 
 /// Geometry shared by every GDN layer.
 #[derive(Clone, Copy, Debug)]
@@ -113,10 +118,8 @@ fn gdn_dims(w: &Weights) -> Result<GdnDims, EngineError> {
     if kernel == 0 || d_k == 0 || n_k_heads == 0 || n_v_heads == 0 || inner == 0 {
         return Err(meta("ssm.* sizes must be positive".into()));
     }
-    if inner % n_v_heads != 0 || n_v_heads % n_k_heads != 0 {
-        return Err(meta(format!(
-            "ssm geometry: inner_size {inner} must split into {n_v_heads} value heads, a multiple of {n_k_heads} key heads"
-        )));
+    if !inner.is_multiple_of(n_v_heads) || !n_v_heads.is_multiple_of(n_k_heads) {
+        return Err(meta(format!("ssm geometry: inner_size {inner} must split into {n_v_heads} value heads, a multiple of {n_k_heads} key heads")));
     }
     let shape = GdnShape { n_k_heads, n_v_heads, d_k, d_v: inner / n_v_heads };
     Ok(GdnDims { shape, kernel, conv_dim: 2 * shape.qk_width() + shape.v_width() })
@@ -141,17 +144,7 @@ impl GdnLayer {
 
     /// `out` (n × n_embd) = the GDN mixer applied to the normed rows `h`, advancing the states.
     #[allow(clippy::too_many_arguments)]
-    fn forward(
-        &self,
-        cx: &ForwardCtx,
-        d: &GdnDims,
-        eps: f32,
-        conv_state: &mut [f32],
-        ssm_state: &mut [f32],
-        h: &[f32],
-        n: usize,
-        out: &mut [f32],
-    ) {
+    fn forward(&self, cx: &ForwardCtx, d: &GdnDims, eps: f32, conv_state: &mut [f32], ssm_state: &mut [f32], h: &[f32], n: usize, out: &mut [f32]) {
         let b = cx.backend;
         let s = d.shape;
         let (qkw, vw) = (s.qk_width(), s.v_width());
@@ -171,32 +164,42 @@ impl GdnLayer {
             delta_net::l2_normalize(&mut row[..2 * qkw], s.d_k, eps);
         }
 
-        // The delta rule, one task per value head; each head writes its own head-major block.
         let inp = GdnInputs { q: &cv, k: &cv[qkw..], v: &cv[2 * qkw..], stride: d.conv_dim, g: &g, beta: &beta };
-        let mut o_heads = vec![0f32; n * vw];
-        {
-            let per = s.d_k * s.d_v;
-            let jobs: Vec<Mutex<(&mut [f32], &mut [f32])>> = ssm_state
-                .chunks_exact_mut(per)
-                .zip(o_heads.chunks_exact_mut(n * s.d_v))
-                .map(Mutex::new)
-                .collect();
-            b.run(s.n_v_heads, &|hv| {
-                let mut job = jobs[hv].lock().unwrap_or_else(|p| p.into_inner());
-                let (st, o) = &mut *job;
-                delta_net::gated_delta_rule_head(&s, hv, &inp, n, st, o, s.d_v);
-            });
-        }
-        // back to token-major rows, then the gated norm per value head
-        let mut o = vec![0f32; n * vw];
-        for (hv, blk) in o_heads.chunks_exact(n * s.d_v).enumerate() {
-            for (t, src) in blk.chunks_exact(s.d_v).enumerate() {
-                o[t * vw + hv * s.d_v..][..s.d_v].copy_from_slice(src);
-            }
-        }
+        let parallel = n * s.state_len() >= PARALLEL_MIN_WORK;
+        let mut o = delta_rule_heads(cx.backend, &s, &inp, n, ssm_state, parallel);
         delta_net::gated_rms_norm(&mut o, &z, &self.norm, eps);
         b.matmul(&self.out, &o, n, out);
     }
+}
+
+/// The gated delta rule for all value heads (one pool task per head when `parallel`; waking the
+/// pool costs more than a short recurrence), returned as `n` token-major rows of `v_width`.
+fn delta_rule_heads(b: &dyn Backend, s: &GdnShape, inp: &GdnInputs<'_>, n: usize, state: &mut [f32], parallel: bool) -> Vec<f32> {
+    let per = s.d_k * s.d_v;
+    let mut o_heads = vec![0f32; n * s.v_width()];
+    {
+        // each head owns its state block and a head-major block of outputs
+        let jobs: Vec<Mutex<(&mut [f32], &mut [f32])>> =
+            state.chunks_exact_mut(per).zip(o_heads.chunks_exact_mut(n * s.d_v)).map(Mutex::new).collect();
+        let head = |hv: usize| {
+            let mut job = jobs[hv].lock().unwrap_or_else(|p| p.into_inner());
+            let (st, o) = &mut *job;
+            delta_net::gated_delta_rule_head(s, hv, inp, n, st, o, s.d_v);
+        };
+        if parallel {
+            b.run(s.n_v_heads, &head);
+        } else {
+            (0..s.n_v_heads).for_each(head);
+        }
+    }
+    let vw = s.v_width();
+    let mut o = vec![0f32; n * vw];
+    for (hv, blk) in o_heads.chunks_exact(n * s.d_v).enumerate() {
+        for (t, src) in blk.chunks_exact(s.d_v).enumerate() {
+            o[t * vw + hv * s.d_v..][..s.d_v].copy_from_slice(src);
+        }
+    }
+    o
 }
 
 pub fn load(w: &Weights) -> Result<Box<dyn Architecture>, EngineError> {
@@ -297,5 +300,44 @@ impl Architecture for Qwen35 {
             b.add(x, &o);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::CpuBackend;
+    use crate::Dialect;
+
+    #[test]
+    fn parallel_heads_match_sequential_rule() {
+        let s = GdnShape { n_k_heads: 2, n_v_heads: 6, d_k: 8, d_v: 4 };
+        let n = 9;
+        let w = 2 * s.qk_width() + s.v_width();
+        let mut seed = 17u64;
+        let mut r = |amp: f32| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * amp
+        };
+        let mut rows: Vec<f32> = (0..n * w).map(|_| r(2.0)).collect();
+        for row in rows.chunks_exact_mut(w) {
+            delta_net::l2_normalize(&mut row[..2 * s.qk_width()], s.d_k, 1e-6);
+        }
+        let g: Vec<f32> = (0..n * s.n_v_heads).map(|_| -r(1.0).abs()).collect();
+        let beta: Vec<f32> = (0..n * s.n_v_heads).map(|_| 0.5 + r(0.9)).collect();
+        let inp = GdnInputs { q: &rows, k: &rows[s.qk_width()..], v: &rows[2 * s.qk_width()..], stride: w, g: &g, beta: &beta };
+        let init: Vec<f32> = (0..s.state_len()).map(|_| r(0.5)).collect();
+
+        let mut st_ref = init.clone();
+        let mut want = vec![0f32; n * s.v_width()];
+        delta_net::gated_delta_rule(&s, &inp, n, &mut st_ref, &mut want);
+
+        let b = CpuBackend::new(Dialect::Scalar, 3, false);
+        for parallel in [false, true] {
+            let mut st = init.clone();
+            let got = delta_rule_heads(&b, &s, &inp, n, &mut st, parallel);
+            assert_eq!(got, want, "parallel={parallel}");
+            assert_eq!(st, st_ref, "parallel={parallel}");
+        }
     }
 }

@@ -47,7 +47,7 @@ impl GdnShape {
     }
     fn check(&self) {
         assert!(self.n_k_heads > 0 && self.d_k > 0 && self.d_v > 0, "empty GDN shape");
-        assert!(self.n_v_heads % self.n_k_heads == 0, "value heads must be a multiple of key heads");
+        assert!(self.n_v_heads.is_multiple_of(self.n_k_heads), "value heads must be a multiple of key heads");
     }
 }
 
@@ -90,7 +90,7 @@ pub fn silu(x: f32) -> f32 {
 pub fn gdn_gates(beta: &mut [f32], alpha: &mut [f32], dt_bias: &[f32], a: &[f32]) {
     let h = dt_bias.len();
     assert!(h > 0 && a.len() == h, "gdn gates: dt_bias / a sizes");
-    assert!(beta.len() == alpha.len() && alpha.len() % h == 0, "gdn gates: row sizes");
+    assert!(beta.len() == alpha.len() && alpha.len().is_multiple_of(h), "gdn gates: row sizes");
     for b in beta.iter_mut() {
         *b = sigmoid(*b);
     }
@@ -104,7 +104,7 @@ pub fn gdn_gates(beta: &mut [f32], alpha: &mut [f32], dt_bias: &[f32], a: &[f32]
 /// `x / max(||x||_2, eps)` over each consecutive group of `d` floats (ggml's `l2_norm`: sum of
 /// squares accumulated in f64, eps a floor on the norm).
 pub fn l2_normalize(x: &mut [f32], d: usize, eps: f32) {
-    assert!(d > 0 && x.len() % d == 0, "l2 norm: not whole groups");
+    assert!(d > 0 && x.len().is_multiple_of(d), "l2 norm: not whole groups");
     for grp in x.chunks_exact_mut(d) {
         let sum: f64 = grp.iter().map(|&v| (v * v) as f64).sum();
         let scale = 1.0 / (sum.sqrt() as f32).max(eps);
@@ -118,7 +118,7 @@ pub fn l2_normalize(x: &mut [f32], d: usize, eps: f32) {
 /// `rmsnorm(o) = o / sqrt(mean(o^2) + eps)`; `w` has `d` floats, `z` is laid out like `o`.
 pub fn gated_rms_norm(o: &mut [f32], z: &[f32], w: &[f32], eps: f32) {
     let d = w.len();
-    assert!(d > 0 && o.len() % d == 0 && z.len() == o.len(), "gated norm sizes");
+    assert!(d > 0 && o.len().is_multiple_of(d) && z.len() == o.len(), "gated norm sizes");
     for (og, zg) in o.chunks_exact_mut(d).zip(z.chunks_exact(d)) {
         let sum: f64 = og.iter().map(|&v| (v * v) as f64).sum();
         let mean = (sum / d as f64) as f32;

@@ -17,16 +17,9 @@ pub fn conv_state_len(kernel: usize, channels: usize) -> usize {
 }
 
 /// Causal depthwise conv over the rows of `x`, updating `state` to the last `kernel-1` inputs.
-pub fn causal_conv1d(
-    x: &[f32],
-    channels: usize,
-    weight: &[f32],
-    kernel: usize,
-    state: &mut [f32],
-    out: &mut [f32],
-) {
+pub fn causal_conv1d(x: &[f32], channels: usize, weight: &[f32], kernel: usize, state: &mut [f32], out: &mut [f32]) {
     assert!(kernel >= 1 && channels > 0, "conv needs kernel >= 1 and channels > 0");
-    assert_eq!(x.len() % channels, 0, "conv input is not whole rows");
+    assert!(x.len().is_multiple_of(channels), "conv input is not whole rows");
     let n = x.len() / channels;
     let hist = kernel - 1;
     assert_eq!(weight.len(), kernel * channels, "conv weight size");
@@ -73,14 +66,7 @@ pub fn silu_in_place(x: &mut [f32]) {
 }
 
 /// [`causal_conv1d`] followed by SiLU (what a qwen35 GDN layer feeds into the delta rule).
-pub fn causal_conv1d_silu(
-    x: &[f32],
-    channels: usize,
-    weight: &[f32],
-    kernel: usize,
-    state: &mut [f32],
-    out: &mut [f32],
-) {
+pub fn causal_conv1d_silu(x: &[f32], channels: usize, weight: &[f32], kernel: usize, state: &mut [f32], out: &mut [f32]) {
     causal_conv1d(x, channels, weight, kernel, state, out);
     silu_in_place(out);
 }

@@ -55,6 +55,8 @@ pub struct Scores {
     pub kld: Vec<f64>,
     pub same_top: Vec<bool>,
     pub argmax: Vec<u32>,
+    /// mean |ours - golden| over the golden top-K log-probs, per row
+    pub dlogp: Vec<f64>,
     /// this engine's log-probs of the golden ids (for plan/dialect comparisons)
     pub logp: Vec<Vec<f64>>,
 }
@@ -65,6 +67,9 @@ impl Scores {
     }
     pub fn max_kld(&self) -> f64 {
         self.kld.iter().fold(0.0, |a: f64, &b| a.max(b))
+    }
+    pub fn mean_dlogp(&self) -> f64 {
+        self.dlogp.iter().sum::<f64>() / self.dlogp.len().max(1) as f64
     }
     pub fn top1(&self) -> f64 {
         self.same_top.iter().filter(|&&b| b).count() as f64 / self.same_top.len().max(1) as f64
@@ -117,6 +122,7 @@ pub fn score_windows(engine: &Engine, windows: &[GoldWindow], first_pos: usize) 
             s.nll.push(-lp[0]);
             let p: Vec<f64> = g.top.iter().map(|t| t.1).collect();
             s.kld.push(coarse_kld(&p, &lp[1..]));
+            s.dlogp.push(p.iter().zip(&lp[1..]).map(|(a, b)| (a - b).abs()).sum::<f64>() / p.len() as f64);
             s.same_top.push(r.argmax == g.top[0].0);
             s.argmax.push(r.argmax);
             s.logp.push(lp[1..].to_vec());

@@ -1,5 +1,6 @@
 //! Flash attention for one query row: keys in tiles, running max `m` and sum `l`, the output
-//! accumulator rescaled by `exp(m_old - m_new)` whenever the maximum grows.
+//! accumulator rescaled by `exp(m_old - m_new)` whenever the maximum grows. The sum is kept in
+//! f64 and the accumulator in f32, as llama.cpp's tiled CPU kernel does.
 
 use super::vec::VecIsa;
 use super::{Keys, Scratch};
@@ -11,7 +12,7 @@ pub(crate) fn row(isa: VecIsa, q: &[f32], scale: f32, keys: &Keys, sc: &mut Scra
     let n = keys.len();
     out.fill(0.0);
     let mut m = f32::NEG_INFINITY;
-    let mut l = 0.0f32;
+    let mut l = 0.0f64;
     sc.scores.resize(TILE, 0.0);
     let mut j0 = 0;
     while j0 < n {
@@ -26,17 +27,17 @@ pub(crate) fn row(isa: VecIsa, q: &[f32], scale: f32, keys: &Keys, sc: &mut Scra
             if l > 0.0 {
                 let alpha = (m - tile_max).exp();
                 isa.scale(out, alpha);
-                l *= alpha;
+                l *= alpha as f64;
             }
             m = tile_max;
         }
         for (j, &sj) in (j0..j1).zip(s.iter()) {
             let p = (sj - m).exp();
-            l += p;
+            l += p as f64;
             isa.axpy(out, p, &keys.v[j * keys.dv..(j + 1) * keys.dv]);
         }
         j0 = j1;
     }
-    let inv = if l > 0.0 { 1.0 / l } else { 0.0 };
+    let inv = if l > 0.0 { (1.0 / l) as f32 } else { 0.0 };
     isa.scale(out, inv);
 }

@@ -1,5 +1,4 @@
-//! KV-cache row formats: storing f32 rows in the cache dtype, reading them back as f32, and
-//! rounding a query row to the dtype K is stored in (llama.cpp converts Q to K's dot type).
+//! KV-cache row formats: storing f32 rows in the cache dtype and reading them back as f32.
 
 use crate::fp::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
 use lse_gguf::GgmlType;
@@ -74,29 +73,6 @@ pub fn load_row(t: GgmlType, src: &[u8], dst: &mut [f32]) {
             }
         }
         _ => dst.fill(f32::NAN),
-    }
-}
-
-/// Rounds `q` in place to what K's dot product sees in llama.cpp (Q converted to K's vec-dot type:
-/// f16 for f16 K, bf16 for bf16 K, Q8_0 blocks for q8_0 K, unchanged for f32 K).
-pub fn round_query(t: GgmlType, q: &mut [f32]) {
-    match t {
-        GgmlType::F16 => {
-            for x in q.iter_mut() {
-                *x = f16_to_f32(f32_to_f16(*x));
-            }
-        }
-        GgmlType::BF16 => {
-            for x in q.iter_mut() {
-                *x = bf16_to_f32(f32_to_bf16(*x));
-            }
-        }
-        GgmlType::Q8_0 if q.len() % Q8_BLOCK == 0 => {
-            let mut tmp = vec![0u8; q.len() / Q8_BLOCK * Q8_BYTES];
-            quantize_q8_0(q, &mut tmp);
-            load_row(GgmlType::Q8_0, &tmp, q);
-        }
-        _ => {}
     }
 }
 

@@ -12,8 +12,8 @@
 //! * `out`: `n_q` rows of `n_head × head_dim_v` f32.
 //!
 //! Query head `h` reads KV head `h / (n_head / n_head_kv)`. Key `p` is visible to a query at
-//! position `t` iff `p <= t` and, with a window `w`, `t - p < w`. Q is rounded to K's dot type
-//! before the products, as llama.cpp does; K and V are read back from the cache type as f32.
+//! position `t` iff `p <= t` and, with a window `w`, `t - p < w`. K and V are read back from the
+//! cache type as f32 and Q stays f32, as llama.cpp's tiled CPU kernel does for prefill batches.
 
 mod dense;
 mod flash;
@@ -140,7 +140,6 @@ pub fn attention(
         let (g, b) = (task / n_blocks, task % n_blocks);
         let keys_k = &kf[g * n_keys * dk..(g + 1) * n_keys * dk];
         let keys_v = &vf[g * n_keys * dv..(g + 1) * n_keys * dv];
-        let mut qrow = vec![0f32; dk];
         let mut scratch = Scratch::default();
         for i in b * Q_BLOCK..((b + 1) * Q_BLOCK).min(s.n_q) {
             let t = s.q_pos0 + i;
@@ -150,14 +149,13 @@ pub fn attention(
             };
             let (k0, k1) = (first - lo, t + 1 - lo);
             for h in g * group..(g + 1) * group {
-                qrow.copy_from_slice(&q[(i * s.n_head + h) * dk..(i * s.n_head + h + 1) * dk]);
-                kv::round_query(kv.ty, &mut qrow);
+                let qrow = &q[(i * s.n_head + h) * dk..(i * s.n_head + h + 1) * dk];
                 // SAFETY: output row (i, h) belongs to this task only (h is in group g, i in block b).
                 let o = unsafe { std::slice::from_raw_parts_mut(op.0.add((i * s.n_head + h) * dv), dv) };
                 let keys = Keys { k: &keys_k[k0 * dk..k1 * dk], v: &keys_v[k0 * dv..k1 * dv], dk, dv };
                 match kind {
-                    AttnKind::Flash => flash::row(isa, &qrow, s.scale, &keys, &mut scratch, o),
-                    AttnKind::Dense => dense::row(isa, &qrow, s.scale, &keys, &mut scratch, o),
+                    AttnKind::Flash => flash::row(isa, qrow, s.scale, &keys, &mut scratch, o),
+                    AttnKind::Dense => dense::row(isa, qrow, s.scale, &keys, &mut scratch, o),
                 }
             }
         }

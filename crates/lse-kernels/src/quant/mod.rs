@@ -4,6 +4,8 @@
 //! The scalar dots follow ggml's generic C code (same integer sums, same float order) and are
 //! the oracle every SIMD kernel is tested against.
 
+#![allow(clippy::needless_range_loop)] // block math reads clearer with explicit indices
+
 pub mod float;
 pub mod q2_k;
 pub mod q3_k;
@@ -88,9 +90,14 @@ pub fn quantize_activation(dt: DotType, x: &[f32], dst: &mut [u8]) {
     }
 }
 
+/// A scalar dot: one weight row, one activation row in the dot type.
+pub type DotFn = fn(&[u8], &[u8]) -> f32;
+/// Dequantization of whole blocks into `dst.len()` floats.
+pub type DequantFn = fn(&[u8], &mut [f32]);
+
 /// The scalar reference dot of one weight row of type `t` with one activation row already in
 /// `dot_type(t)`; both slices hold exactly one row. `None` when `t` has no kernel.
-pub fn scalar_dot_fn(t: GgmlType) -> Option<fn(&[u8], &[u8]) -> f32> {
+pub fn scalar_dot_fn(t: GgmlType) -> Option<DotFn> {
     Some(match t {
         GgmlType::F32 => float::dot_f32,
         GgmlType::F16 => float::dot_f16,
@@ -110,7 +117,7 @@ pub fn scalar_dot_fn(t: GgmlType) -> Option<fn(&[u8], &[u8]) -> f32> {
 }
 
 /// Dequantization of whole blocks for `t`, or `None` when unsupported.
-pub fn dequantize_fn(t: GgmlType) -> Option<fn(&[u8], &mut [f32])> {
+pub fn dequantize_fn(t: GgmlType) -> Option<DequantFn> {
     Some(match t {
         GgmlType::F32 => float::dequantize_f32,
         GgmlType::F16 => float::dequantize_f16,

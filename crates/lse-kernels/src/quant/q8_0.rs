@@ -1,7 +1,7 @@
 //! Q8_0: blocks of 32 values, `d: f16` then 32 × `i8`; value = d·q.
 //! Also the activation format for Q4_0, Q5_0 and Q8_0 weights.
 
-use crate::fp::{f32_to_f16, rd_f16};
+use crate::fp::{f32_to_f16, rd_f16, round_even_i32};
 
 pub const QK: usize = 32;
 pub const BLOCK_BYTES: usize = 34;
@@ -25,7 +25,7 @@ pub fn quantize(x: &[f32], dst: &mut [u8]) {
         let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
         b[0..2].copy_from_slice(&f32_to_f16(d).to_le_bytes());
         for j in 0..QK {
-            b[2 + j] = ((xb[j] * id).round_ties_even() as i32).clamp(-128, 127) as i8 as u8;
+            b[2 + j] = round_even_i32(xb[j] * id).clamp(-128, 127) as i8 as u8;
         }
     }
 }

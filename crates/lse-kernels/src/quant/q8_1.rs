@@ -1,7 +1,7 @@
 //! Q8_1: blocks of 32 values, `d: f16`, `s: f16` (= d·Σq), 32 × `i8`. Activation format for
 //! Q4_1 and Q5_1 weights (never a weight type in GGUF files).
 
-use crate::fp::f32_to_f16;
+use crate::fp::{f32_to_f16, round_even_i32};
 
 pub const QK: usize = 32;
 pub const BLOCK_BYTES: usize = 36;
@@ -15,7 +15,7 @@ pub fn quantize(x: &[f32], dst: &mut [u8]) {
         let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
         let mut sum = 0i32;
         for j in 0..QK {
-            let q = ((xb[j] * id).round_ties_even() as i32).clamp(-128, 127);
+            let q = round_even_i32(xb[j] * id).clamp(-128, 127);
             sum += q;
             b[4 + j] = q as i8 as u8;
         }

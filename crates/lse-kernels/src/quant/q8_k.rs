@@ -1,7 +1,7 @@
 //! Q8_K: blocks of 256 values, `d: f32`, 256 × `i8`, 16 × `i16` sums of each 16 quants.
 //! Activation format for all k-quants (never a weight type in GGUF files).
 
-use crate::fp::rd_f32;
+use crate::fp::{rd_f32, round_even_i32};
 
 pub const QK: usize = 256;
 pub const BLOCK_BYTES: usize = 292;
@@ -29,7 +29,7 @@ pub fn quantize(x: &[f32], dst: &mut [u8]) {
         }
         let iscale = -127.0 / max;
         for j in 0..QK {
-            let q = ((iscale * xb[j]).round_ties_even() as i32).min(127);
+            let q = round_even_i32(iscale * xb[j]).min(127);
             b[QS + j] = q as i8 as u8;
         }
         for g in 0..QK / 16 {

@@ -169,3 +169,37 @@ fn simd_integer_sums_exact() {
         }
     }
 }
+
+#[test]
+fn simd_activation_quantization_is_byte_identical() {
+    let mut rng = Rng(4242);
+    for &lv in available_levels().iter() {
+        for dt in [DotType::Q8_0, DotType::Q8_1, DotType::Q8_K, DotType::F16, DotType::BF16, DotType::F32] {
+            for rep in 0..20 {
+                let k = 1024;
+                let scale = 0.01 + 10.0 * rng.unit();
+                let mut row: Vec<f32> = (0..k).map(|_| rng.normal() * scale).collect();
+                if rep == 1 {
+                    row[..256].fill(0.0); // zero blocks
+                }
+                if rep == 2 {
+                    // equal magnitudes of both signs: the first one decides Q8_K's sign
+                    row[300] = -50.0;
+                    row[301] = 50.0;
+                    row[600] = 50.0;
+                    row[601] = -50.0;
+                }
+                if rep == 3 {
+                    for (i, v) in row.iter_mut().enumerate() {
+                        *v = (i % 7) as f32 - 3.0 + if i % 2 == 0 { 0.5 } else { 0.0 }; // ties
+                    }
+                }
+                let mut a = vec![0u8; dt.row_bytes(k)];
+                let mut b = vec![0u8; dt.row_bytes(k)];
+                quant::quantize_activation(dt, &row, &mut a);
+                quantize_activation(lv, dt, &row, &mut b);
+                assert!(a == b, "{lv:?} {dt:?} rep {rep}: vector quantizer differs");
+            }
+        }
+    }
+}

@@ -139,3 +139,29 @@ pub fn decode_activation(dt: lse_kernels::quant::DotType, b: &[u8], k: usize) ->
             .collect(),
     }
 }
+
+/// The value llama.cpp's dot defines, in f64 from the decoded operands: Σ w_i·x_i, except for
+/// Q8_1 activations (Q4_1/Q5_1 weights) where the min term uses the block's stored
+/// `s = f16(d·Σq)` as ggml does: Σ_b [Σ_i (w_i − m_b)·x_i + m_b·s_b].
+/// Returns (value, Σ|w_i·x_i|).
+pub fn reference_dot(t: GgmlType, wrow: &[u8], qx: &[u8], k: usize) -> (f64, f64) {
+    let dt = lse_kernels::quant::dot_type(t).unwrap();
+    let mut wd = vec![0f32; k];
+    lse_kernels::dequantize_row(t, wrow, &mut wd);
+    let xd = decode_activation(dt, qx, k);
+    let mag: f64 = wd.iter().zip(&xd).map(|(a, b)| (*a as f64 * *b as f64).abs()).sum();
+    let h = |b: &[u8], o: usize| f16::from_bits(u16::from_le_bytes([b[o], b[o + 1]])).to_f32() as f64;
+    let v = if dt == lse_kernels::quant::DotType::Q8_1 {
+        let wb = t.type_size();
+        (0..k / 32)
+            .map(|b| {
+                let m = h(wrow, wb * b + 2);
+                let s = h(qx, 36 * b + 2);
+                (32 * b..32 * b + 32).map(|i| (wd[i] as f64 - m) * xd[i] as f64).sum::<f64>() + m * s
+            })
+            .sum()
+    } else {
+        wd.iter().zip(&xd).map(|(a, b)| *a as f64 * *b as f64).sum()
+    };
+    (v, mag)
+}

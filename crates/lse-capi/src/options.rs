@@ -1,0 +1,283 @@
+//! The engine options object of `lse_engine_open` (SPEC §2, option names without the leading dashes,
+//! with `_` for `-`): parsed and checked here, before any model work.
+
+use serde_json::Value;
+use std::path::PathBuf;
+
+/// Kernel family (`dialect`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Simd,
+    Scalar,
+}
+
+/// KV cache element type (`kv_cache_dtype`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KvDtype {
+    F32,
+    F16,
+    Bf16,
+    Q8_0,
+}
+
+/// The engine options of one `lse_engine_open` call. `None` = the SPEC default.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpenOptions {
+    /// A `.gguf` file, or a folder holding one model (required).
+    pub model: PathBuf,
+    pub dialect: Dialect,
+    /// Compute threads; default: physical cores.
+    pub threads: Option<usize>,
+    pub batch_size: usize,
+    pub ubatch_size: usize,
+    pub kv_cache_dtype: KvDtype,
+    /// KV capacity in tokens; default: the model's context length.
+    pub kv_len: Option<usize>,
+    /// `flash_prefill_v2`: fused tiled attention (true) or dense attention (false).
+    pub flash_prefill_v2: bool,
+    pub no_cpu_fallback: bool,
+    pub no_mtp: bool,
+}
+
+/// Every field the options object may hold.
+pub const FIELDS: &[&str] = &[
+    "model",
+    "pool",
+    "dialect",
+    "threads",
+    "batch_size",
+    "ubatch_size",
+    "kv_cache_dtype",
+    "kv_len",
+    "flash_prefill_v2",
+    "no_cpu_fallback",
+    "no_mtp",
+];
+
+fn positive(key: &str, v: &Value) -> Result<Option<usize>, String> {
+    if v.is_null() {
+        return Ok(None);
+    }
+    match v.as_u64() {
+        Some(n) if n >= 1 && n <= usize::MAX as u64 => Ok(Some(n as usize)),
+        Some(n) => Err(format!("engine option {key} must be a positive integer, got {n}")),
+        None => Err(format!("engine option {key} must be a positive integer, got {}", describe(v))),
+    }
+}
+
+fn string<'a>(key: &str, v: &'a Value, allowed: &str) -> Result<Option<&'a str>, String> {
+    if v.is_null() {
+        return Ok(None);
+    }
+    v.as_str().map(Some).ok_or_else(|| format!("engine option {key} must be a string ({allowed}), got {}", describe(v)))
+}
+
+fn flag(key: &str, v: &Value) -> Result<Option<bool>, String> {
+    if v.is_null() {
+        return Ok(None);
+    }
+    v.as_bool().map(Some).ok_or_else(|| format!("engine option {key} must be true or false, got {}", describe(v)))
+}
+
+/// A short description of a JSON value for error messages (its type and, when short, its text).
+pub fn describe(v: &Value) -> String {
+    let kind = match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(n) if n.is_i64() && n.as_i64().unwrap_or(0) < 0 => "a negative number",
+        Value::Number(n) if n.is_f64() => "a fractional number",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    };
+    let text = v.to_string();
+    if text.len() <= 40 {
+        format!("{kind} ({text})")
+    } else {
+        kind.to_string()
+    }
+}
+
+impl OpenOptions {
+    /// Parses the options JSON text. Errors name the field and the allowed values.
+    pub fn parse(json: &str) -> Result<OpenOptions, String> {
+        let v: Value = serde_json::from_str(json).map_err(|e| format!("engine options are not valid JSON: {e}"))?;
+        Self::from_json(&v)
+    }
+
+    /// Reads the options object. Unknown fields are refused (a misspelt option must not be ignored).
+    pub fn from_json(v: &Value) -> Result<OpenOptions, String> {
+        let o = v.as_object().ok_or_else(|| format!("engine options must be a JSON object, got {}", describe(v)))?;
+        let mut model = None;
+        let mut opts = OpenOptions {
+            model: PathBuf::new(),
+            dialect: Dialect::Simd,
+            threads: None,
+            batch_size: 2048,
+            ubatch_size: 512,
+            kv_cache_dtype: KvDtype::F16,
+            kv_len: None,
+            flash_prefill_v2: true,
+            no_cpu_fallback: false,
+            no_mtp: false,
+        };
+        for (k, x) in o {
+            match k.as_str() {
+                "model" => model = string(k, x, "a .gguf file or a folder holding one")?.map(PathBuf::from),
+                "pool" => match string(k, x, "cpu")? {
+                    None | Some("cpu") => {}
+                    Some(p) if p.starts_with("cuda") => {
+                        return Err(format!("engine option pool \"{p}\" is not available in this build (allowed: cpu)"))
+                    }
+                    Some(p) => return Err(format!("unknown engine option pool \"{p}\" (allowed: cpu)")),
+                },
+                "dialect" => {
+                    opts.dialect = match string(k, x, "simd or scalar")? {
+                        None | Some("simd") => Dialect::Simd,
+                        Some("scalar") => Dialect::Scalar,
+                        Some(d) => return Err(format!("unknown engine option dialect \"{d}\" (allowed: simd, scalar)")),
+                    }
+                }
+                "threads" => opts.threads = positive(k, x)?,
+                "batch_size" => opts.batch_size = positive(k, x)?.unwrap_or(2048),
+                "ubatch_size" => opts.ubatch_size = positive(k, x)?.unwrap_or(512),
+                "kv_cache_dtype" => {
+                    opts.kv_cache_dtype = match string(k, x, "f32, f16, bf16 or q8_0")? {
+                        None | Some("f16") => KvDtype::F16,
+                        Some("f32") => KvDtype::F32,
+                        Some("bf16") => KvDtype::Bf16,
+                        Some("q8_0") => KvDtype::Q8_0,
+                        Some(d) => {
+                            return Err(format!(
+                                "unknown engine option kv_cache_dtype \"{d}\" (allowed: f32, f16, bf16, q8_0)"
+                            ))
+                        }
+                    }
+                }
+                "kv_len" => opts.kv_len = positive(k, x)?,
+                "flash_prefill_v2" => {
+                    // true/false, or the CLI's spelling "on"/"off"
+                    opts.flash_prefill_v2 = match x {
+                        Value::String(s) if s == "on" => true,
+                        Value::String(s) if s == "off" => false,
+                        _ => flag(k, x)
+                            .map_err(|_| {
+                                format!("engine option flash_prefill_v2 must be true or false (or \"on\"/\"off\"), got {}", describe(x))
+                            })?
+                            .unwrap_or(true),
+                    }
+                }
+                "no_cpu_fallback" => opts.no_cpu_fallback = flag(k, x)?.unwrap_or(false),
+                "no_mtp" => opts.no_mtp = flag(k, x)?.unwrap_or(false),
+                other => {
+                    return Err(format!("unknown engine option \"{other}\" (allowed: {})", FIELDS.join(", ")));
+                }
+            }
+        }
+        opts.model = model.ok_or_else(|| "engine option model is required (a .gguf file or a folder holding one)".to_string())?;
+        if opts.model.as_os_str().is_empty() {
+            return Err("engine option model is empty (a .gguf file or a folder holding one)".into());
+        }
+        if opts.ubatch_size > opts.batch_size {
+            return Err(format!(
+                "engine option ubatch_size ({}) must not exceed batch_size ({}) (allowed: 1 to the batch size)",
+                opts.ubatch_size, opts.batch_size
+            ));
+        }
+        if std::env::var("LSE_REQUIRE_DEVICE_KERNELS").is_ok_and(|v| v == "1") {
+            opts.no_cpu_fallback = true;
+        }
+        Ok(opts)
+    }
+
+    /// The engine's options for these.
+    #[cfg(feature = "engine")]
+    pub fn engine_options(&self) -> lse_engine::EngineOptions {
+        let mut o = lse_engine::EngineOptions::default();
+        if let Some(t) = self.threads {
+            o.threads = t;
+        }
+        o.batch_size = self.batch_size;
+        o.ubatch_size = self.ubatch_size;
+        o.kv_dtype = match self.kv_cache_dtype {
+            KvDtype::F32 => lse_engine::KvDtype::F32,
+            KvDtype::F16 => lse_engine::KvDtype::F16,
+            KvDtype::Bf16 => lse_engine::KvDtype::Bf16,
+            KvDtype::Q8_0 => lse_engine::KvDtype::Q8_0,
+        };
+        o.kv_len = self.kv_len;
+        o.flash_attention = self.flash_prefill_v2;
+        o.dialect = match self.dialect {
+            Dialect::Simd => lse_engine::Dialect::Simd,
+            Dialect::Scalar => lse_engine::Dialect::Scalar,
+        };
+        o.cpu_fallback_allowed = !self.no_cpu_fallback;
+        o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_options() {
+        let o = OpenOptions::parse(
+            r#"{"model": "m.gguf", "pool": "cpu", "dialect": "scalar", "threads": 3, "batch_size": 1024,
+                "ubatch_size": 256, "kv_cache_dtype": "bf16", "kv_len": 4096, "flash_prefill_v2": false,
+                "no_cpu_fallback": true, "no_mtp": true}"#,
+        )
+        .unwrap();
+        assert_eq!(o.model, PathBuf::from("m.gguf"));
+        assert_eq!(o.dialect, Dialect::Scalar);
+        assert_eq!(o.threads, Some(3));
+        assert_eq!((o.batch_size, o.ubatch_size), (1024, 256));
+        assert_eq!(o.kv_cache_dtype, KvDtype::Bf16);
+        assert_eq!(o.kv_len, Some(4096));
+        assert!(!o.flash_prefill_v2 && o.no_cpu_fallback && o.no_mtp);
+    }
+
+    #[test]
+    fn defaults_and_nulls() {
+        let o = OpenOptions::parse(r#"{"model": "m.gguf", "threads": null, "flash_prefill_v2": "on"}"#).unwrap();
+        assert_eq!(o.threads, None);
+        assert_eq!((o.batch_size, o.ubatch_size), (2048, 512));
+        assert_eq!(o.kv_cache_dtype, KvDtype::F16);
+        assert_eq!(o.dialect, Dialect::Simd);
+        assert!(o.flash_prefill_v2);
+        let o = OpenOptions::parse(r#"{"model": "m.gguf", "flash_prefill_v2": "off"}"#).unwrap();
+        assert!(!o.flash_prefill_v2);
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let cases = [
+            (r#"{"model": 3}"#, "model"),
+            (r#"{}"#, "model is required"),
+            (r#"{"model": ""}"#, "model is empty"),
+            (r#"{"model": "m", "threads": "2"}"#, "threads must be a positive integer"),
+            (r#"{"model": "m", "threads": 0}"#, "threads must be a positive integer, got 0"),
+            (r#"{"model": "m", "threads": -1}"#, "threads"),
+            (r#"{"model": "m", "threads": 1.5}"#, "threads"),
+            (r#"{"model": "m", "batch_size": true}"#, "batch_size"),
+            (r#"{"model": "m", "batch_size": 8, "ubatch_size": 16}"#, "ubatch_size (16) must not exceed batch_size (8)"),
+            (r#"{"model": "m", "kv_cache_dtype": "q4_0"}"#, "kv_cache_dtype \"q4_0\" (allowed: f32, f16, bf16, q8_0)"),
+            (r#"{"model": "m", "kv_cache_dtype": 16}"#, "kv_cache_dtype must be a string"),
+            (r#"{"model": "m", "kv_len": 0}"#, "kv_len"),
+            (r#"{"model": "m", "dialect": "avx"}"#, "dialect \"avx\" (allowed: simd, scalar)"),
+            (r#"{"model": "m", "pool": "cuda:0"}"#, "not available in this build"),
+            (r#"{"model": "m", "pool": "gpu"}"#, "pool \"gpu\""),
+            (r#"{"model": "m", "flash_prefill_v2": 1}"#, "flash_prefill_v2 must be true or false"),
+            (r#"{"model": "m", "no_mtp": "yes"}"#, "no_mtp must be true or false"),
+            (r#"{"model": "m", "thread": 2}"#, "unknown engine option \"thread\""),
+            (r#"[1, 2]"#, "must be a JSON object"),
+            (r#"{"model": "m""#, "not valid JSON"),
+        ];
+        for (json, want) in cases {
+            let e = OpenOptions::parse(json).unwrap_err();
+            assert!(e.contains(want), "{json}: {e:?} lacks {want:?}");
+            assert!(!e.contains('\n'), "{e:?} is not one line");
+        }
+    }
+}
