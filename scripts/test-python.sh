@@ -33,14 +33,23 @@ vpy="$venv/bin/python"
 missing=()
 "$vpy" -c "import numpy" 2>/dev/null || missing+=(numpy)
 "$vpy" -c "import pytest" 2>/dev/null || missing+=(pytest)
-"$vpy" -m maturin --version >/dev/null 2>&1 || missing+=("maturin>=1.5,<2")
 if [ ${#missing[@]} -gt 0 ]; then
     echo "test-python: installing ${missing[*]} into $venv" >&2
     "$vpy" -m pip install --quiet "${missing[@]}"
 fi
+# maturin is a program: the venv's own, else one on PATH, else installed into the venv.
+maturin="$venv/bin/maturin"
+if [ ! -x "$maturin" ]; then
+    if command -v maturin >/dev/null 2>&1 && maturin --version >/dev/null 2>&1; then
+        maturin="$(command -v maturin)"
+    else
+        echo "test-python: installing maturin into $venv" >&2
+        "$vpy" -m pip install --quiet --ignore-installed "maturin>=1.5,<2"
+    fi
+fi
 
 echo "test-python: building the wheel" >&2
-"$vpy" -m maturin build --release --quiet -m crates/lse-python/Cargo.toml -i "$vpy" -o "$wheels"
+"$maturin" build --release --quiet -m crates/lse-python/Cargo.toml -i "$vpy" -o "$wheels"
 wheel="$(ls "$wheels"/lse-*.whl | head -n 1)"
 "$vpy" -m pip install --quiet --force-reinstall --no-deps "$wheel"
 

@@ -25,11 +25,7 @@ fn run(name: &str, o: EngineOptions) -> Scores {
     let dir = lse_testdata::shared("golden/synthetic");
     let engine = Engine::load(&dir.join(format!("{name}.gguf")), o).unwrap_or_else(|e| panic!("{name}: {e}"));
     let gold = read_json(&dir.join(format!("{name}.top32.json")));
-    let mut w = synthetic_windows(&gold);
-    if let Some(n) = std::env::var("LSE_PROBE_WINDOWS").ok().and_then(|v| v.parse().ok()) {
-        w.truncate(n);
-    }
-    score_windows(&engine, &w, CTX / 2)
+    score_windows(&engine, &synthetic_windows(&gold), CTX / 2)
 }
 
 /// Checks one model in one configuration against the golden files; returns the scores.
@@ -132,26 +128,4 @@ fn scalar_matches_simd() {
     }
     let frac = same as f64 / total as f64;
     assert!(frac >= 0.999, "scalar and simd argmax agree on {same}/{total} rows ({:.3}% < 99.9%)", 100.0 * frac);
-}
-
-#[test]
-#[ignore]
-fn probe_quantized_dialects() {
-    for name in ["llama-tiny", "llama-tiny-q8_0", "llama-tiny-q4_0"] {
-        for d in [Dialect::Simd] {
-            for kv in [KvDtype::F16, KvDtype::F32] {
-                let s = run(name, opts(true, kv, (128, 128, 2), d));
-                eprintln!("{name} {d:?} kv={}: mean|dlogp| {:.2e} mean KLD {:.3e} top-1 {:.2}% ppl {:?}", kv.name(), s.mean_dlogp(), s.mean_kld(), 100.0 * s.top1(), s.running_ppl(63).last());
-            }
-        }
-    }
-}
-
-#[test]
-#[ignore]
-fn probe_dump_window0() {
-    let name = std::env::var("LSE_PROBE_MODEL").unwrap_or("llama-tiny-q8_0".into());
-    std::env::set_var("LSE_PROBE_WINDOWS", "1");
-    let s = run(&name, opts(true, KvDtype::F16, (128, 128, 2), Dialect::Simd));
-    std::fs::write(format!("/tmp/lse-probe/{name}-ours.json"), serde_json::to_string(&s.logp).unwrap()).unwrap();
 }

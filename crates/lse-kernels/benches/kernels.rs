@@ -1,7 +1,8 @@
 //! Kernel throughput (plain `main`, run with `cargo bench -p lse-kernels`).
 //!
 //! * row kernel, weights in L2: GB/s of weight bytes through one SIMD row kernel, with 1 and 4
-//!   activation rows per call (the 4-row figure counts weight bytes × 4, i.e. bytes dotted).
+//!   4 and 8 activation rows per call (the 4/8-row figures count weight bytes × rows, i.e.
+//!   bytes dotted).
 //! * gemv from memory (m = 1, 1 thread): GB/s of weights.
 //! * matmul m = 512 on the whole pool: GFLOP/s (2·m·n·k per call).
 //!
@@ -55,26 +56,28 @@ fn weights(rng: &mut Rng, t: GgmlType, n: usize, k: usize) -> Vec<u8> {
     w
 }
 
-#[repr(C)]
-struct Timespec {
-    sec: i64,
-    nsec: i64,
-}
-
-extern "C" {
-    fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32;
-}
-
-/// CPU seconds used by this process (all threads) — the machine may be shared, so rates are
-/// computed per CPU-second actually received, then scaled by the thread count.
+#[cfg(all(target_os = "linux", target_pointer_width = "64"))]
 fn cpu_time() -> f64 {
-    if !cfg!(target_os = "linux") {
-        return 0.0;
+    #[repr(C)]
+    struct Timespec {
+        sec: i64,
+        nsec: i64,
+    }
+    extern "C" {
+        fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32;
     }
     let mut ts = Timespec { sec: 0, nsec: 0 };
     // SAFETY: CLOCK_PROCESS_CPUTIME_ID = 2 on Linux; ts is a valid out-pointer.
     unsafe { clock_gettime(2, &mut ts) };
     ts.sec as f64 + ts.nsec as f64 * 1e-9
+}
+
+/// CPU seconds used by this process (all threads) — the machine may be shared, so rates are
+/// computed per CPU-second actually received, then scaled by the thread count. Elsewhere 0
+/// (wall clock is used).
+#[cfg(not(all(target_os = "linux", target_pointer_width = "64")))]
+fn cpu_time() -> f64 {
+    0.0
 }
 
 /// (wall seconds per call, CPU seconds per call): repeats `f` for at least `min` (after one
@@ -118,7 +121,7 @@ fn main() {
     );
     println!(
         "{:6} {:>16} {:>16} {:>14} {:>18} {:>18}",
-        "type", "kern nx=1 GB/s", "kern nx=4 GB/s", "gemv GB/s", "matmul m=512 GF/s", "scalar m=512 GF/s"
+        "type", "kern nx=1 GB/s", "nx=4 / nx=8 GB/s", "gemv GB/s", "matmul m=512 GF/s", "scalar m=512 GF/s"
     );
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     {
@@ -137,7 +140,7 @@ fn main() {
             });
             let tv = time(min / 4, || {
                 for r in 0..64 {
-                    simd::quantize_activation(simd::level(), dt, &x[r * k..(r + 1) * k], &mut buf);
+                    simd::quantize_activation(simd::level(), simd::ActLayout::Ggml, dt, &x[r * k..(r + 1) * k], &mut buf);
                 }
                 black_box(&buf);
             });
@@ -164,17 +167,17 @@ fn main() {
         let k = 2048;
         let rb = t.row_bytes(k).unwrap();
         let dt = dot_type(t).unwrap();
-        let xrb = dt.row_bytes(k);
         let x: Vec<f32> = (0..512 * k).map(|_| rng.unit() - 0.5).collect();
 
         // Row kernel on L2-resident weights (32 rows).
         let (kn1, kn4) = match simd::row_kernel(simd::level(), t) {
-            Some(kern) => {
+            Some(simd::SimdKernel { kern, layout }) => {
                 let rows = 32;
                 let w = weights(&mut rng, t, rows, k);
+                let xrb = simd::act_row_bytes(layout, dt, k);
                 let mut xq = vec![0u8; MR * xrb];
                 for j in 0..MR {
-                    quantize_activation(dt, &x[j * k..(j + 1) * k], &mut xq[j * xrb..(j + 1) * xrb]);
+                    simd::quantize_activation(simd::level(), layout, dt, &x[j * k..(j + 1) * k], &mut xq[j * xrb..(j + 1) * xrb]);
                 }
                 let mut out = [0f32; MR];
                 THREADS.store(1, std::sync::atomic::Ordering::Relaxed);
@@ -188,8 +191,12 @@ fn main() {
                 };
                 let t1 = run(1);
                 let t4 = run(4);
+                let t8 = run(8);
                 let bytes = (rows * rb) as f64;
-                (format!("{:.1}", bytes / t1 / 1e9), format!("{:.1}", 4.0 * bytes / t4 / 1e9))
+                (
+                    format!("{:.1}", bytes / t1 / 1e9),
+                    format!("{:.1} / {:.1}", 4.0 * bytes / t4 / 1e9, 8.0 * bytes / t8 / 1e9),
+                )
             }
             None => ("-".into(), "-".into()),
         };
@@ -224,4 +231,17 @@ fn main() {
             ts.map(|s| format!("{:.1}", flops / s / 1e9)).unwrap_or_else(|| "-".into())
         );
     }
+
+    // LM-head shapes of the test models (Q8_0 embeddings): 128 scored rows x 16384 vocab rows.
+    THREADS.store(threads, std::sync::atomic::Ordering::Relaxed);
+    let mut line = String::from("LM head (Q8_0, m=128, n=16384) GFLOP/s:");
+    for (model, k) in [("smollm2", 576), ("gemma3", 640), ("qwen2.5", 896)] {
+        let (n, m) = (16384, 128);
+        let w = weights(&mut rng, GgmlType::Q8_0, n, k);
+        let x: Vec<f32> = (0..m * k).map(|_| rng.unit() - 0.5).collect();
+        let mut y = vec![0f32; m * n];
+        let t = time(min, || matmul(Dialect::Simd, &pool, GgmlType::Q8_0, &w, n, k, &x, m, &mut y));
+        line += &format!(" {model} k={k}: {:.1}", 2.0 * (m * n * k) as f64 / t / 1e9);
+    }
+    println!("{line}");
 }

@@ -14,6 +14,8 @@ use std::cell::RefCell;
 
 /// Target bytes of weights per task range (fits L2 next to the activations in flight).
 const RANGE_BYTES: usize = 64 * 1024;
+/// Below this many multiply-adds a matmul runs on the calling thread alone.
+const SMALL_WORK: usize = 1 << 16;
 
 thread_local! {
     static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
@@ -23,6 +25,19 @@ thread_local! {
 enum Kernel {
     Scalar(quant::DotFn),
     Simd(RowKernel),
+}
+
+/// The kernel for `t` under `d`, the activation layout it reads and the level whose
+/// quantizers produce that layout.
+fn select(d: Dialect, t: GgmlType) -> (Kernel, simd::ActLayout, simd::Level) {
+    let scalar = quant::scalar_dot_fn(t).unwrap_or_else(|| panic!("no kernel for weight type {}", t.name()));
+    if d == Dialect::Simd {
+        let level = simd::level();
+        if let Some(sk) = simd::row_kernel(level, t) {
+            return (Kernel::Simd(sk.kern), sk.layout, level);
+        }
+    }
+    (Kernel::Scalar(scalar), simd::ActLayout::Ggml, simd::Level::Scalar)
 }
 
 impl Kernel {
@@ -37,15 +52,6 @@ impl Kernel {
             }
             Kernel::Simd(f) => f(k, w, x, x_stride, nx, out),
         }
-    }
-}
-
-/// The row kernel used for `t` under dialect `d`.
-fn kernel(d: Dialect, t: GgmlType) -> Kernel {
-    let scalar = quant::scalar_dot_fn(t).unwrap_or_else(|| panic!("no kernel for weight type {}", t.name()));
-    match d {
-        Dialect::Scalar => Kernel::Scalar(scalar),
-        Dialect::Simd => simd::row_kernel(simd::level(), t).map(Kernel::Simd).unwrap_or(Kernel::Scalar(scalar)),
     }
 }
 
@@ -84,8 +90,8 @@ pub fn matmul(
     if n == 0 || m == 0 {
         return;
     }
-    let kern = kernel(d, t);
-    let xrb = dt.row_bytes(k);
+    let (kern, layout, level) = select(d, t);
+    let xrb = simd::act_row_bytes(layout, dt, k);
 
     if dt == DotType::F32 && cfg!(target_endian = "little") {
         // f32 activations are their own dot format.
@@ -101,20 +107,19 @@ pub fn matmul(
             buf.resize(m * xrb, 0);
         }
         let qx = &mut buf[..m * xrb];
-        quantize_rows(pool, d, dt, x, k, m, qx, xrb);
+        quantize_rows(pool, level, layout, dt, x, k, m, qx, xrb);
         run_tiles(pool, kern, w, n, k, rb, qx, xrb, m, y);
     });
 }
 
 #[allow(clippy::too_many_arguments)]
 /// Converts the `m` activation rows into `qx` (one row of `xrb` bytes each), in parallel.
-fn quantize_rows(pool: &ThreadPool, d: Dialect, dt: DotType, x: &[f32], k: usize, m: usize, qx: &mut [u8], xrb: usize) {
+fn quantize_rows(pool: &ThreadPool, level: simd::Level, layout: simd::ActLayout, dt: DotType, x: &[f32], k: usize, m: usize, qx: &mut [u8], xrb: usize) {
     const ROWS_PER_TASK: usize = 8;
-    let level = if d == Dialect::Simd { simd::level() } else { simd::Level::Scalar };
     let work = m * k;
     if pool.threads() == 1 || work < 64 * 1024 {
         for r in 0..m {
-            simd::quantize_activation(level, dt, &x[r * k..(r + 1) * k], &mut qx[r * xrb..(r + 1) * xrb]);
+            simd::quantize_activation(level, layout, dt, &x[r * k..(r + 1) * k], &mut qx[r * xrb..(r + 1) * xrb]);
         }
         return;
     }
@@ -126,7 +131,7 @@ fn quantize_rows(pool: &ThreadPool, d: Dialect, dt: DotType, x: &[f32], k: usize
         for r in r0..r1 {
             // SAFETY: each task writes its own disjoint rows of `qx`.
             let dst = unsafe { std::slice::from_raw_parts_mut(out.get().add(r * xrb), xrb) };
-            simd::quantize_activation(level, dt, &x[r * k..(r + 1) * k], dst);
+            simd::quantize_activation(level, layout, dt, &x[r * k..(r + 1) * k], dst);
         }
     });
 }
@@ -144,27 +149,41 @@ fn run_tiles(
     m: usize,
     y: &mut [f32],
 ) {
-    // Weight rows per task: about RANGE_BYTES of weights, but enough tasks to balance the pool.
+    // Weight rows per task: about RANGE_BYTES of weights, but enough tasks to balance the pool;
+    // when there are too few weight rows for that, the activation rows are split as well.
     let threads = pool.threads();
     let mut rows = (RANGE_BYTES / rb.max(1)).clamp(1, 256);
-    if threads > 1 {
+    let mut m_chunk = m;
+    if m * n * k < SMALL_WORK {
+        // waking the pool costs more than the work
+        rows = n;
+    } else if threads > 1 {
         let want_tasks = threads * 4;
-        rows = rows.min(n.div_ceil(want_tasks)).max(1);
+        rows = rows.min(n.div_ceil(want_tasks)).max(4.min(n));
+        let row_tasks = n.div_ceil(rows);
+        if row_tasks < want_tasks {
+            let m_split = want_tasks.div_ceil(row_tasks).min(m.div_ceil(4 * MR)).max(1);
+            m_chunk = m.div_ceil(m_split).div_ceil(MR) * MR;
+        }
     }
-    let tasks = n.div_ceil(rows);
+    let row_tasks = n.div_ceil(rows);
+    let tasks = row_tasks * m.div_ceil(m_chunk);
     let yp = SendPtr(y.as_mut_ptr());
     let body = |task: usize| {
-        let r0 = task * rows;
+        let r0 = (task % row_tasks) * rows;
         let r1 = (r0 + rows).min(n);
+        let i0 = (task / row_tasks) * m_chunk;
+        let i1 = (i0 + m_chunk).min(m);
         let mut out = [0.0f32; MR];
-        let mut i = 0;
-        while i < m {
-            let nx = (m - i).min(MR);
+        let mut i = i0;
+        while i < i1 {
+            let nx = (i1 - i).min(MR);
             let xs = &qx[i * xrb..];
             for r in r0..r1 {
                 kern.rows(k, &w[r * rb..(r + 1) * rb], xs, xrb, xrb, nx, &mut out);
                 for (j, &v) in out.iter().enumerate().take(nx) {
-                    // SAFETY: (i + j, r) is inside y and only this task writes column range r0..r1.
+                    // SAFETY: (i + j, r) is inside y and only this task writes the block
+                    // (rows i0..i1, columns r0..r1).
                     unsafe { *yp.get().add((i + j) * n + r) = v };
                 }
             }

@@ -154,7 +154,7 @@ pub mod scalar {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod avx2 {
+pub(crate) mod avx2 {
     use super::TopList;
     use std::arch::x86_64::*;
 
@@ -204,7 +204,7 @@ mod avx2 {
     /// expf for 8 lanes: range reduction by ln2 (two-part constant) and a degree-6 polynomial;
     /// within about 1 ulp of libm expf on [-88, 88]; below -88 it flushes to 0.
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn exp8(x: __m256) -> __m256 {
+    pub(crate) unsafe fn exp8(x: __m256) -> __m256 {
         let lo = _mm256_set1_ps(-87.336_54);
         let hi = _mm256_set1_ps(88.376_26);
         let xc = _mm256_min_ps(_mm256_max_ps(x, lo), hi);

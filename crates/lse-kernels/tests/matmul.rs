@@ -107,13 +107,22 @@ fn matmul_matches_scalar_reference_all_types() {
 
 #[test]
 fn matmul_larger_sizes_and_threads() {
-    let pools = [ThreadPool::new(1), ThreadPool::new(2), ThreadPool::new(3)];
+    let pools = [ThreadPool::new(1), ThreadPool::new(2), ThreadPool::new(3), ThreadPool::new(8)];
     let mut rng = Rng::new(5);
-    for t in [GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::Q4_1, GgmlType::Q6_K, GgmlType::F16] {
+    // (301 x 67): splits over weight rows; (13 x 203): few weight rows, so the activation rows
+    // are split too — results must not depend on either split.
+    for (t, n, m) in [
+        (GgmlType::Q4_K, 301, 67),
+        (GgmlType::Q8_0, 301, 67),
+        (GgmlType::Q4_1, 301, 67),
+        (GgmlType::Q6_K, 13, 203),
+        (GgmlType::F16, 301, 67),
+        (GgmlType::Q5_0, 13, 203),
+    ] {
         let k = 512;
-        let (n, m) = (301, 67);
         let w = random_weights(&mut rng, t, n, k);
         let x = random_acts(&mut rng, m, k);
+        let mut per_dialect = Vec::new();
         for d in [Dialect::Scalar, Dialect::Simd] {
             let mut first: Option<Vec<f32>> = None;
             for p in &pools {
@@ -124,6 +133,15 @@ fn matmul_larger_sizes_and_threads() {
                     None => first = Some(y),
                     Some(f) => assert_eq!(&y, f, "{} {d:?}: {} threads differ from 1", t.name(), p.threads()),
                 }
+            }
+            per_dialect.push(first.unwrap());
+        }
+        assert_eq!(per_dialect[0], reference(t, &w, n, k, &x, m), "{} scalar matmul vs per-element dots", t.name());
+        for i in 0..m {
+            for r in 0..n {
+                let b = bound(t, &w, r, k, &x[i * k..(i + 1) * k]);
+                let (sc, si) = (per_dialect[0][i * n + r], per_dialect[1][i * n + r]);
+                assert!((sc - si).abs() <= b, "{} y[{i}][{r}]: simd {si} vs scalar {sc}", t.name());
             }
         }
     }

@@ -7,7 +7,7 @@
 
 use lse_eval::conditional::{conditional_perplexity, ConditionalError, LogitValue};
 use lse_engine::{Dialect, EngineOptions, KvDtype};
-use numpy::{IntoPyArray, PyArray2, PyArrayMethods, PyReadonlyArray2, PyReadonlyArray3, PyUntypedArrayMethods};
+use numpy::{IntoPyArray, PyArray2, PyReadonlyArray2, PyReadonlyArray3, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use std::path::PathBuf;

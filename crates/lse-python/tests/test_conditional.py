@@ -152,6 +152,15 @@ def test_array_protocol_objects(dtype):
     check(r, reference(logits, ids, mask), 1e-9)
 
 
+def test_bfloat16_when_available():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    rng = np.random.default_rng(5)
+    logits = (rng.standard_normal((2, 4, 6)) * 30).astype(ml_dtypes.bfloat16)
+    ids = rng.integers(0, 6, size=(2, 4))
+    mask = np.ones((2, 4), dtype=bool)
+    check(lse.conditional_perplexity(logits, ids, mask), reference(logits.astype(np.float32), ids, mask), 1e-9)
+
+
 def test_nested_lists_and_tuples():
     rng = np.random.default_rng(3)
     logits = rng.standard_normal((2, 3, 4)) * 5

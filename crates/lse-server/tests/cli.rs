@@ -245,11 +245,13 @@ fn base_settings_mismatch_before_model_work() {
 
 // ---------- needs the engine ----------
 
-/// Byte offsets inside a GGUF: (tensor-info start of the first tensor, its type field, its offset field).
+/// Byte offsets inside a GGUF of a tensor's info: (dims start, n_dims, type field, offset field);
+/// `name` None = the first tensor.
 #[cfg(feature = "engine")]
-fn gguf_first_tensor(b: &[u8]) -> (usize, usize) {
+fn gguf_tensor(b: &[u8], name: Option<&str>) -> (usize, usize, usize, usize) {
     let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
     let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
+    let n_tensors = u64_at(8) as usize;
     let n_kv = u64_at(16) as usize;
     let mut o = 24;
     fn skip_value(b: &[u8], o: &mut usize, t: u32) {
@@ -278,11 +280,20 @@ fn gguf_first_tensor(b: &[u8]) -> (usize, usize) {
         o += 4;
         skip_value(b, &mut o, t);
     }
-    // first tensor info: name, n_dims, dims, type, offset
-    o += 8 + u64_at(o) as usize;
-    let nd = u32_at(o) as usize;
-    o += 4 + 8 * nd;
-    (o, o + 4)
+    for _ in 0..n_tensors {
+        let len = u64_at(o) as usize;
+        let this = std::str::from_utf8(&b[o + 8..o + 8 + len]).unwrap().to_string();
+        o += 8 + len;
+        let nd = u32_at(o) as usize;
+        let dims = o + 4;
+        o += 4 + 8 * nd;
+        let (ty, off) = (o, o + 4);
+        o += 12;
+        if name.is_none_or(|n| n == this) {
+            return (dims, nd, ty, off);
+        }
+    }
+    panic!("tensor {name:?} not found");
 }
 
 #[cfg(feature = "engine")]
@@ -308,7 +319,7 @@ fn corrupt_variants(d: &Path) -> Vec<(PathBuf, &'static str)> {
     let mut x = b.clone();
     x[16..24].copy_from_slice(&(u64::MAX / 3).to_le_bytes());
     put("huge-kv.gguf", x, "count");
-    let (ty, off) = gguf_first_tensor(&b);
+    let (_, _, ty, off) = gguf_tensor(&b, None);
     let mut x = b.clone();
     x[ty..ty + 4].copy_from_slice(&200u32.to_le_bytes());
     put("bad-type.gguf", x, "unknown type id 200");
@@ -358,11 +369,13 @@ fn unknown_tokenizer_pre_type() {
 fn tensor_shape_mismatch() {
     let d = tmp("shape");
     let mut b = std::fs::read(tiny()).unwrap();
-    let (ty, _) = gguf_first_tensor(&b);
-    // the last dim of the first tensor (just before its type field): halve it
-    let o = ty - 8;
-    let dim = u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
-    b[o..o + 8].copy_from_slice(&(dim / 2).to_le_bytes());
+    // blk.0.attn_q.weight [64, 64]: make it [32, 128] (same size, wrong shape)
+    let (dims, nd, _, _) = gguf_tensor(&b, Some("blk.0.attn_q.weight"));
+    assert_eq!(nd, 2);
+    let d0 = u64::from_le_bytes(b[dims..dims + 8].try_into().unwrap());
+    let d1 = u64::from_le_bytes(b[dims + 8..dims + 16].try_into().unwrap());
+    b[dims..dims + 8].copy_from_slice(&(d0 / 2).to_le_bytes());
+    b[dims + 8..dims + 16].copy_from_slice(&(d1 * 2).to_le_bytes());
     let m = d.join("m.gguf");
     std::fs::write(&m, b).unwrap();
     fails(&["--model", m.to_str().unwrap(), "--perplexity", &wiki()], "shape", None);

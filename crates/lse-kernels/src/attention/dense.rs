@@ -7,19 +7,13 @@ pub(crate) fn row(isa: VecIsa, q: &[f32], scale: f32, keys: &Keys, sc: &mut Scra
     let n = keys.len();
     sc.scores.resize(n, 0.0);
     let s = &mut sc.scores[..n];
-    let mut max = f32::NEG_INFINITY;
-    for (j, sj) in s.iter_mut().enumerate() {
-        *sj = isa.dot(q, &keys.k[j * keys.dk..(j + 1) * keys.dk]) * scale;
-        max = max.max(*sj);
-    }
-    let mut sum = 0.0f64;
-    for sj in s.iter_mut() {
-        *sj = (*sj - max).exp();
-        sum += *sj as f64;
-    }
+    isa.scores(q, keys.k, keys.dk, scale, s);
+    let max = s.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+    let sum = isa.exp_sub(s, max);
     let inv = if sum > 0.0 { (1.0 / sum) as f32 } else { 0.0 };
-    out.fill(0.0);
-    for (j, &p) in s.iter().enumerate() {
-        isa.axpy(out, p * inv, &keys.v[j * keys.dv..(j + 1) * keys.dv]);
+    for p in s.iter_mut() {
+        *p *= inv;
     }
+    out.fill(0.0);
+    isa.weighted_sum(out, s, keys.v);
 }

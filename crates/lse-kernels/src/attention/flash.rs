@@ -18,11 +18,8 @@ pub(crate) fn row(isa: VecIsa, q: &[f32], scale: f32, keys: &Keys, sc: &mut Scra
     while j0 < n {
         let j1 = (j0 + TILE).min(n);
         let s = &mut sc.scores[..j1 - j0];
-        let mut tile_max = f32::NEG_INFINITY;
-        for (j, sj) in (j0..j1).zip(s.iter_mut()) {
-            *sj = isa.dot(q, &keys.k[j * keys.dk..(j + 1) * keys.dk]) * scale;
-            tile_max = tile_max.max(*sj);
-        }
+        isa.scores(q, &keys.k[j0 * keys.dk..j1 * keys.dk], keys.dk, scale, s);
+        let tile_max = s.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
         if tile_max > m {
             if l > 0.0 {
                 let alpha = (m - tile_max).exp();
@@ -31,11 +28,8 @@ pub(crate) fn row(isa: VecIsa, q: &[f32], scale: f32, keys: &Keys, sc: &mut Scra
             }
             m = tile_max;
         }
-        for (j, &sj) in (j0..j1).zip(s.iter()) {
-            let p = (sj - m).exp();
-            l += p as f64;
-            isa.axpy(out, p, &keys.v[j * keys.dv..(j + 1) * keys.dv]);
-        }
+        l += isa.exp_sub(s, m);
+        isa.weighted_sum(out, s, &keys.v[j0 * keys.dv..j1 * keys.dv]);
         j0 = j1;
     }
     let inv = if l > 0.0 { (1.0 / l) as f32 } else { 0.0 };

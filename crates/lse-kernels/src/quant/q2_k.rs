@@ -1,6 +1,6 @@
 //! Q2_K: super-blocks of 256 = 16 sub-blocks of 16. Layout: 16 scale bytes (low nibble = scale,
 //! high nibble = min), `qs[64]` (2-bit quants), `d: f16`, `dmin: f16`. Within each half of 128
-//! elements (qs += 32 per half), element l + 32·t (l < 32, t < 4) is bits 2t..2t+2 of qs[l];
+//! elements (qs += 32 per half), element l + 32·t (l < 32, t < 4) is bits 2t..2t+2 of `qs[l]`;
 //! value = d·sc·q − dmin·m. Dot type: Q8_K.
 
 use super::q8_k;

@@ -1,6 +1,6 @@
 //! Q3_K: super-blocks of 256 = 16 sub-blocks of 16. Layout: `hmask[32]`, `qs[64]` (low 2 bits),
 //! 12 bytes of packed 6-bit scales, `d: f16`. Element l + 32·t + 128·h (l < 32, t < 4) takes
-//! bits 2t..2t+2 of qs[32h + l] and, as its high bit, bit 4h + t of hmask[l]; a clear high bit
+//! bits 2t..2t+2 of `qs[32h + l]` and, as its high bit, bit 4h + t of `hmask[l]`; a clear high bit
 //! subtracts 4. value = d·(sc − 32)·q. Dot type: Q8_K.
 
 use super::q8_k;

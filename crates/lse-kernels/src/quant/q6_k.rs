@@ -1,7 +1,7 @@
 //! Q6_K: super-blocks of 256 = 16 sub-blocks of 16. Layout: `ql[128]` (low 4 bits),
 //! `qh[64]` (high 2 bits), 16 × `i8` scales, `d: f16`. Within each half of 128 elements
 //! (ql += 64, qh += 32 per half), element l + 32·t (l < 32, t < 4) takes the low or high
-//! nibble of ql[l + 32·(t&1)] (high for t ≥ 2) and bits 2t..2t+2 of qh[l]; value = d·sc·(q − 32).
+//! nibble of `ql[l + 32·(t&1)]` (high for t ≥ 2) and bits 2t..2t+2 of `qh[l]`; value = d·sc·(q − 32).
 //! Dot type: Q8_K.
 
 use super::q8_k;

@@ -4,13 +4,14 @@
 //! is fewer instructions per block, not wider vectors. Requires AVX-512 F/BW/VL + VNNI.
 
 use super::avx2::{self, entries, kernel_table, row_fn, Ops};
-use super::{RowKernel, MR};
+use super::{RowKernel, SimdKernel, MR};
 use core::arch::x86_64::*;
 use lse_gguf::GgmlType;
 
 pub(crate) struct VnniOps;
 
 impl Ops for VnniOps {
+    const VNNI: bool = true;
     #[inline(always)]
     unsafe fn dot_us(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
         _mm256_dpbusd_epi32(acc, u, s)
@@ -38,9 +39,9 @@ entries!("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", VnniOps,
 );
 
 /// The AVX-512 VNNI kernel for weight type `t`, or `None` when the CPU lacks the features.
-pub fn row_kernel(t: GgmlType) -> Option<RowKernel> {
+pub fn row_kernel(t: GgmlType) -> Option<SimdKernel> {
     if !available() {
         return None;
     }
-    kernel_table!(t, f32_k, f16_k, bf16_k, q4_0_k, q4_1_k, q5_0_k, q5_1_k, q8_0_k, q2_k_k, q3_k_k, q4_k_k, q5_k_k, q6_k_k)
+    kernel_table!(wide, t, f32_k, f16_k, bf16_k, q4_0_k, q4_1_k, q5_0_k, q5_1_k, q8_0_k, q2_k_k, q3_k_k, q4_k_k, q5_k_k, q6_k_k)
 }

@@ -13,7 +13,7 @@ pub mod avx512;
 pub mod neon;
 
 /// Activation rows one kernel call handles at most.
-pub const MR: usize = 4;
+pub const MR: usize = 8;
 
 /// `out[j] = dot(w, x[j·x_stride..])` for `j < nx` (1 ≤ nx ≤ MR): one weight row of `k`
 /// elements against `nx` activation rows already in the weight's dot type, laid out as the

@@ -96,34 +96,41 @@ fn simd_row_kernels_match_scalar() {
     let mut checked = 0;
     for &lv in levels.iter().filter(|l| **l != Level::Scalar) {
         for &t in TYPES {
-            let Some(kern) = row_kernel(lv, t) else {
+            let Some(SimdKernel { kern, layout }) = row_kernel(lv, t) else {
                 println!("{:?}: no kernel for {} (scalar fallback)", lv, t.name());
                 continue;
             };
             let dt = quant::dot_type(t).unwrap();
             let scalar = quant::scalar_dot_fn(t).unwrap();
-            let ks: &[usize] = if t.block_size() == 256 { &[256, 1024, 2816] } else if t.block_size() == 32 { &[32, 96, 576, 2048] } else { &[1, 7, 8, 23, 64, 200, 1000] };
+            let ks: &[usize] = if t.block_size() == 256 { &[256, 1024, 2816] } else if t.block_size() == 32 { &[32, 96, 224, 576, 640, 896, 2048] } else { &[1, 7, 8, 23, 64, 200, 1000] };
             let mut worst = 0f64;
             for &k in ks {
                 let w = random_row(&mut rng, t, k);
                 let mut wd = vec![0f32; k];
                 quant::dequantize_fn(t).unwrap()(&w, &mut wd);
                 let xrb = dt.row_bytes(k);
-                let xs = xrb + 3 * dt.block_bytes(); // stride larger than a row
-                let mut xq = vec![0u8; MR * xs];
+                let lrb = act_row_bytes(layout, dt, k);
+                let xs = lrb + 3 * dt.block_bytes(); // stride larger than a row
+                let mut xq = vec![0u8; MR * xrb]; // ggml layout, for the scalar oracle
+                let mut xl = vec![0u8; MR * xs]; // the kernel's layout
                 let mut xd = Vec::new();
                 for j in 0..MR {
                     let scale = 0.05 + 5.0 * rng.unit();
                     let row: Vec<f32> = (0..k).map(|_| rng.normal() * scale).collect();
-                    quant::quantize_activation(dt, &row, &mut xq[j * xs..j * xs + xrb]);
-                    xd.push(decode_act(dt, &xq[j * xs..j * xs + xrb], k));
+                    let g = &mut xq[j * xrb..(j + 1) * xrb];
+                    quant::quantize_activation(dt, &row, g);
+                    xd.push(decode_act(dt, g, k));
+                    match layout {
+                        ActLayout::Ggml => xl[j * xs..j * xs + xrb].copy_from_slice(g),
+                        ActLayout::Split32 => ggml_to_split32(dt, g, k, &mut xl[j * xs..j * xs + lrb]),
+                    }
                 }
                 let terms = if dt.block_size() == 1 { k / 8 } else { k / dt.block_size() * 8 };
                 for nx in 1..=MR {
                     let mut out = [f32::NAN; MR];
-                    kern(k, &w, &xq, xs, nx, &mut out);
+                    kern(k, &w, &xl, xs, nx, &mut out);
                     for j in 0..nx {
-                        let want = scalar(&w, &xq[j * xs..j * xs + xrb]) as f64;
+                        let want = scalar(&w, &xq[j * xrb..(j + 1) * xrb]) as f64;
                         let mag: f64 = wd.iter().zip(&xd[j]).map(|(a, b)| (*a as f64 * *b as f64).abs()).sum();
                         let bound = 4.0 * (terms + 16) as f64 * f32::EPSILON as f64 * mag + 1e-30;
                         let err = (out[j] as f64 - want).abs();
@@ -146,7 +153,7 @@ fn simd_integer_sums_exact() {
     let mut rng = Rng(99);
     for &lv in available_levels().iter().filter(|l| **l != Level::Scalar) {
         for &t in TYPES.iter().filter(|t| t.block_size() > 1) {
-            let Some(kern) = row_kernel(lv, t) else { continue };
+            let Some(SimdKernel { kern, layout }) = row_kernel(lv, t) else { continue };
             let dt = quant::dot_type(t).unwrap();
             let k = 2 * dt.block_size().max(t.block_size());
             let mut w = random_row(&mut rng, t, k);
@@ -162,8 +169,10 @@ fn simd_integer_sums_exact() {
                 .collect();
             let mut xq = vec![0u8; dt.row_bytes(k)];
             quant::quantize_activation(dt, &row, &mut xq);
+            let mut xl = vec![0u8; act_row_bytes(layout, dt, k)];
+            quantize_activation(lv, layout, dt, &row, &mut xl);
             let mut out = [0f32; MR];
-            kern(k, &w, &xq, xq.len(), 1, &mut out);
+            kern(k, &w, &xl, xl.len(), 1, &mut out);
             let want = quant::scalar_dot_fn(t).unwrap()(&w, &xq);
             assert_eq!(out[0], want, "{lv:?} {}", t.name());
         }
@@ -197,8 +206,15 @@ fn simd_activation_quantization_is_byte_identical() {
                 let mut a = vec![0u8; dt.row_bytes(k)];
                 let mut b = vec![0u8; dt.row_bytes(k)];
                 quant::quantize_activation(dt, &row, &mut a);
-                quantize_activation(lv, dt, &row, &mut b);
+                quantize_activation(lv, ActLayout::Ggml, dt, &row, &mut b);
                 assert!(a == b, "{lv:?} {dt:?} rep {rep}: vector quantizer differs");
+                if matches!(dt, DotType::Q8_0 | DotType::Q8_1) {
+                    let mut sa = vec![0u8; act_row_bytes(ActLayout::Split32, dt, k)];
+                    let mut sb = sa.clone();
+                    ggml_to_split32(dt, &a, k, &mut sa);
+                    quantize_activation(lv, ActLayout::Split32, dt, &row, &mut sb);
+                    assert!(sa == sb, "{lv:?} {dt:?} rep {rep}: Split32 quantizer differs");
+                }
             }
         }
     }

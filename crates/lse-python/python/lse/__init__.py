@@ -36,6 +36,8 @@ def _shape_error(name, expected, arr):
 
 def _logits_array(value):
     arr = _as_array(value, "logits")
+    if arr.dtype.name == "bfloat16":  # ml_dtypes / JAX: widening to float32 is exact
+        arr = arr.astype(_np.float32)
     kind = arr.dtype.kind
     if arr.size == 0 and kind not in "fiu":
         arr = arr.astype(_np.float64)

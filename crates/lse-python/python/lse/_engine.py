@@ -99,7 +99,7 @@ class Engine:
     """A GGUF model loaded for scoring (SPEC §2 options; ``None`` = the default).
 
     >>> eng = lse.Engine(model="models/SmolLM2-135M-Instruct.Q4_1.gguf", threads=4)
-    >>> eng.perplexity(text=open("wiki.test.raw").read(), ctx=512, chunks=4)["perplexity"]
+    >>> eng.perplexity(text=open("wiki.test.raw", newline="").read(), ctx=512, chunks=4)["perplexity"]
 
     Calls on one engine are serialised; the GIL is released while the model works, so other
     Python threads keep running.

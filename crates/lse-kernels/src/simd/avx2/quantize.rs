@@ -1,0 +1,131 @@
+//! AVX2 activation quantizers.
+//!
+//!
+//! Vector versions of the quantizers in `quant::q8_0/q8_1/q8_k` and the f16 rounding: the same
+//! single-rounding arithmetic (one multiply, round to nearest even, saturating narrow), so
+//! the bytes are identical to the scalar ones (tested).
+
+use super::*;
+
+#[inline(always)]
+unsafe fn max_abs8(v: &[__m256]) -> f32 {
+    let sign = _mm256_set1_ps(-0.0);
+    let mut m = _mm256_andnot_ps(sign, v[0]);
+    for &vi in &v[1..] {
+        m = _mm256_max_ps(m, _mm256_andnot_ps(sign, vi));
+    }
+    let h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps::<1>(m));
+    let h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    let h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    _mm_cvtss_f32(h)
+}
+
+/// 4 × 8 i32 → 32 saturated i8 in element order.
+#[inline(always)]
+unsafe fn pack32(i: [__m256i; 4]) -> __m256i {
+    let a = _mm256_packs_epi32(i[0], i[1]);
+    let b = _mm256_packs_epi32(i[2], i[3]);
+    let c = _mm256_packs_epi16(a, b);
+    _mm256_permutevar8x32_epi32(c, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7))
+}
+
+/// Q8_0 (`SUM = false`) or Q8_1 (`SUM = true`) rows, as `quant::q8_0::quantize` / `q8_1`,
+/// written in ggml's layout or (`SPLIT`) in `ActLayout::Split32`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn quantize_q8_32<const SUM: bool, const SPLIT: bool>(x: &[f32], dst: &mut [u8]) {
+    use crate::fp::{f16_to_f32, f32_to_f16};
+    let bb = if SUM { 36 } else { 34 };
+    let k = x.len();
+    let nb = k / 32;
+    assert!(dst.len() >= if SPLIT { k + 8 * nb } else { nb * bb });
+    let o = dst.as_mut_ptr();
+    for b in 0..nb {
+        let p = x.as_ptr().add(32 * b);
+        let v = [_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8)), _mm256_loadu_ps(p.add(16)), _mm256_loadu_ps(p.add(24))];
+        let amax = max_abs8(&v);
+        let d = amax / 127.0;
+        let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
+        let m = _mm256_set1_ps(id);
+        let i = [
+            _mm256_cvtps_epi32(_mm256_mul_ps(v[0], m)),
+            _mm256_cvtps_epi32(_mm256_mul_ps(v[1], m)),
+            _mm256_cvtps_epi32(_mm256_mul_ps(v[2], m)),
+            _mm256_cvtps_epi32(_mm256_mul_ps(v[3], m)),
+        ];
+        let dh = f32_to_f16(d);
+        let sum = if SUM || SPLIT { hsum_i32(_mm256_add_epi32(_mm256_add_epi32(i[0], i[1]), _mm256_add_epi32(i[2], i[3]))) } else { 0 };
+        let sh = f32_to_f16(d * sum as f32);
+        let q = pack32(i);
+        if SPLIT {
+            _mm256_storeu_si256(o.add(32 * b) as *mut __m256i, q);
+            (o.add(k + 4 * b) as *mut f32).write_unaligned(f16_to_f32(dh));
+            let extra = if SUM { f16_to_f32(sh).to_bits() } else { sum as u32 };
+            (o.add(k + 4 * nb + 4 * b) as *mut u32).write_unaligned(extra);
+        } else {
+            let ob = o.add(bb * b);
+            (ob as *mut u16).write_unaligned(dh);
+            if SUM {
+                (ob.add(2) as *mut u16).write_unaligned(sh);
+            }
+            _mm256_storeu_si256(ob.add(bb - 32) as *mut __m256i, q);
+        }
+    }
+}
+
+/// Q8_K rows, as `quant::q8_k::quantize`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn quantize_q8_k(x: &[f32], dst: &mut [u8]) {
+    let nb = x.len() / 256;
+    assert!(dst.len() >= nb * 292);
+    let sign = _mm256_set1_ps(-0.0);
+    for b in 0..nb {
+        let p = x.as_ptr().add(256 * b);
+        let o = dst.as_mut_ptr().add(292 * b);
+        let mut v = [_mm256_setzero_ps(); 32];
+        for (i, vi) in v.iter_mut().enumerate() {
+            *vi = _mm256_loadu_ps(p.add(8 * i));
+        }
+        let amax = max_abs8(&v);
+        if amax == 0.0 {
+            core::ptr::write_bytes(o, 0, 292);
+            continue;
+        }
+        // the first element of largest magnitude gives the sign
+        let am = _mm256_set1_ps(amax);
+        let mut first = 0;
+        for (i, vi) in v.iter().enumerate() {
+            let mask = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_EQ_OQ>(_mm256_andnot_ps(sign, *vi), am));
+            if mask != 0 {
+                first = 8 * i + mask.trailing_zeros() as usize;
+                break;
+            }
+        }
+        let iscale = -127.0 / *p.add(first);
+        let m = _mm256_set1_ps(iscale);
+        let c127 = _mm256_set1_epi32(127);
+        for g in 0..8 {
+            let mut i = [_mm256_setzero_si256(); 4];
+            for t in 0..4 {
+                i[t] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(v[4 * g + t], m)), c127);
+            }
+            _mm256_storeu_si256(o.add(4 + 32 * g) as *mut __m256i, pack32(i));
+            let s0 = hsum_i32(_mm256_add_epi32(i[0], i[1]));
+            let s1 = hsum_i32(_mm256_add_epi32(i[2], i[3]));
+            (o.add(260 + 4 * g) as *mut i16).write_unaligned(s0 as i16);
+            (o.add(262 + 4 * g) as *mut i16).write_unaligned(s1 as i16);
+        }
+        (o as *mut f32).write_unaligned(1.0 / iscale);
+    }
+}
+
+/// f16 rows (round to nearest even), as `quant::float::quantize_f16`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn quantize_f16(x: &[f32], dst: &mut [u8]) {
+    assert!(dst.len() >= 2 * x.len());
+    let n8 = x.len() / 8 * 8;
+    for i in (0..n8).step_by(8) {
+        let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_loadu_ps(x.as_ptr().add(i)));
+        _mm_storeu_si128(dst.as_mut_ptr().add(2 * i) as *mut __m128i, h);
+    }
+    crate::quant::float::quantize_f16(&x[n8..], &mut dst[2 * n8..]);
+}
