@@ -6,7 +6,8 @@
 # Environment:
 #   PYTHON            interpreter to build and test with (default: python3)
 #   CARGO_TARGET_DIR  where cargo builds (default: <repo>/target); the venv goes to $CARGO_TARGET_DIR/python
-#   LSE_SERVER        lse-server binary for the CLI cross-check (default: $CARGO_TARGET_DIR/release/lse-server)
+#   LSE_SERVER        lse-server binary for the CLI cross-check (default: build it, release, into
+#                     $CARGO_TARGET_DIR/release/lse-server, so it matches the wheel)
 #   LSE_TEST_MODEL    GGUF model for the engine tests (default: models/SmolLM2-135M-Instruct.Q4_1.gguf)
 # Extra arguments are passed to pytest.
 set -euo pipefail
@@ -53,6 +54,11 @@ echo "test-python: building the wheel" >&2
 wheel="$(ls "$wheels"/lse-*.whl | head -n 1)"
 "$vpy" -m pip install --quiet --force-reinstall --no-deps "$wheel"
 
+# The CLI cross-check needs an lse-server built from the same tree as the wheel.
+if [ -z "${LSE_SERVER:-}" ]; then
+    echo "test-python: building lse-server (release) for the CLI cross-check" >&2
+    cargo build --release --quiet -p lse-server
+fi
 export LSE_SERVER="${LSE_SERVER:-$target/release/lse-server}"
 export LSE_TEST_MODEL="${LSE_TEST_MODEL:-$root/models/SmolLM2-135M-Instruct.Q4_1.gguf}"
 # Run from the tests folder so `import lse` finds the installed package, not the source tree.

@@ -42,8 +42,12 @@ fn f16_fields(t: GgmlType) -> &'static [usize] {
 fn weights(rng: &mut Rng, t: GgmlType, n: usize, k: usize) -> Vec<u8> {
     let mut w = vec![0u8; n * t.row_bytes(k).unwrap()];
     match t {
-        GgmlType::F32 => w.chunks_exact_mut(4).for_each(|c| c.copy_from_slice(&(rng.unit() - 0.5).to_le_bytes())),
-        GgmlType::F16 | GgmlType::BF16 => w.chunks_exact_mut(2).for_each(|c| c.copy_from_slice(&[0, 0x3c])),
+        GgmlType::F32 => w
+            .chunks_exact_mut(4)
+            .for_each(|c| c.copy_from_slice(&(rng.unit() - 0.5).to_le_bytes())),
+        GgmlType::F16 | GgmlType::BF16 => w
+            .chunks_exact_mut(2)
+            .for_each(|c| c.copy_from_slice(&[0, 0x3c])),
         _ => {
             w.iter_mut().for_each(|b| *b = rng.next() as u8);
             for blk in w.chunks_exact_mut(t.type_size()) {
@@ -109,19 +113,35 @@ fn main() {
     let threads = std::env::var("LSE_BENCH_THREADS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        });
     let pool = ThreadPool::new(threads);
     let one = ThreadPool::new(1);
     let use_cpu = std::env::var_os("LSE_BENCH_WALL").is_none();
     USE_CPU_TIME.store(use_cpu, std::sync::atomic::Ordering::Relaxed);
-    println!("lse-kernels bench: Dialect::Simd = {}, pool threads = {threads}", device_arch(Dialect::Simd));
+    println!(
+        "lse-kernels bench: Dialect::Simd = {}, pool threads = {threads}",
+        device_arch(Dialect::Simd)
+    );
     println!(
         "timing: {} (LSE_BENCH_WALL=1 for wall clock)",
-        if use_cpu { "process CPU time / threads, i.e. as if the cores were ours alone" } else { "wall clock" }
+        if use_cpu {
+            "process CPU time / threads, i.e. as if the cores were ours alone"
+        } else {
+            "wall clock"
+        }
     );
     println!(
         "{:6} {:>16} {:>16} {:>14} {:>18} {:>18}",
-        "type", "kern nx=1 GB/s", "nx=4 / nx=8 GB/s", "gemv GB/s", "matmul m=512 GF/s", "scalar m=512 GF/s"
+        "type",
+        "kern nx=1 GB/s",
+        "nx=4 / nx=8 GB/s",
+        "gemv GB/s",
+        "matmul m=512 GF/s",
+        "scalar m=512 GF/s"
     );
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     {
@@ -130,7 +150,13 @@ fn main() {
         let x: Vec<f32> = (0..64 * k).map(|_| rng.unit() - 0.5).collect();
         THREADS.store(1, std::sync::atomic::Ordering::Relaxed);
         let mut line = String::from("activation quantization, ns/element scalar/simd:");
-        for dt in [DotType::Q8_0, DotType::Q8_1, DotType::Q8_K, DotType::F16, DotType::BF16] {
+        for dt in [
+            DotType::Q8_0,
+            DotType::Q8_1,
+            DotType::Q8_K,
+            DotType::F16,
+            DotType::BF16,
+        ] {
             let mut buf = vec![0u8; dt.row_bytes(k)];
             let t = time(min / 4, || {
                 for r in 0..64 {
@@ -140,11 +166,21 @@ fn main() {
             });
             let tv = time(min / 4, || {
                 for r in 0..64 {
-                    simd::quantize_activation(simd::level(), simd::ActLayout::Ggml, dt, &x[r * k..(r + 1) * k], &mut buf);
+                    simd::quantize_activation(
+                        simd::level(),
+                        simd::ActLayout::Ggml,
+                        dt,
+                        &x[r * k..(r + 1) * k],
+                        &mut buf,
+                    );
                 }
                 black_box(&buf);
             });
-            line += &format!(" {dt:?} {:.2}/{:.2}", t / (64 * k) as f64 * 1e9, tv / (64 * k) as f64 * 1e9);
+            line += &format!(
+                " {dt:?} {:.2}/{:.2}",
+                t / (64 * k) as f64 * 1e9,
+                tv / (64 * k) as f64 * 1e9
+            );
         }
         println!("{line}");
     }
@@ -177,7 +213,13 @@ fn main() {
                 let xrb = simd::act_row_bytes(layout, dt, k);
                 let mut xq = vec![0u8; MR * xrb];
                 for j in 0..MR {
-                    simd::quantize_activation(simd::level(), layout, dt, &x[j * k..(j + 1) * k], &mut xq[j * xrb..(j + 1) * xrb]);
+                    simd::quantize_activation(
+                        simd::level(),
+                        layout,
+                        dt,
+                        &x[j * k..(j + 1) * k],
+                        &mut xq[j * xrb..(j + 1) * xrb],
+                    );
                 }
                 let mut out = [0f32; MR];
                 THREADS.store(1, std::sync::atomic::Ordering::Relaxed);
@@ -195,7 +237,11 @@ fn main() {
                 let bytes = (rows * rb) as f64;
                 (
                     format!("{:.1}", bytes / t1 / 1e9),
-                    format!("{:.1} / {:.1}", 4.0 * bytes / t4 / 1e9, 8.0 * bytes / t8 / 1e9),
+                    format!(
+                        "{:.1} / {:.1}",
+                        4.0 * bytes / t4 / 1e9,
+                        8.0 * bytes / t8 / 1e9
+                    ),
                 )
             }
             None => ("-".into(), "-".into()),
@@ -206,7 +252,19 @@ fn main() {
         let wbig = weights(&mut rng, t, n_big, k);
         let mut y = vec![0f32; 512 * n_big.max(1024)];
         THREADS.store(1, std::sync::atomic::Ordering::Relaxed);
-        let tg = time(min, || matmul(Dialect::Simd, &one, t, &wbig, n_big, k, &x[..k], 1, &mut y[..n_big]));
+        let tg = time(min, || {
+            matmul(
+                Dialect::Simd,
+                &one,
+                t,
+                &wbig,
+                n_big,
+                k,
+                &x[..k],
+                1,
+                &mut y[..n_big],
+            )
+        });
         let gemv = (n_big * rb) as f64 / tg / 1e9;
         drop(wbig);
 
@@ -215,11 +273,15 @@ fn main() {
         let w = weights(&mut rng, t, n, k);
         let flops = 2.0 * (m * n * k) as f64;
         THREADS.store(threads, std::sync::atomic::Ordering::Relaxed);
-        let tm = time(min, || matmul(Dialect::Simd, &pool, t, &w, n, k, &x, m, &mut y[..m * n]));
+        let tm = time(min, || {
+            matmul(Dialect::Simd, &pool, t, &w, n, k, &x, m, &mut y[..m * n])
+        });
         let ts = if quick || !matches!(t, GgmlType::Q4_K | GgmlType::Q8_0) {
             None
         } else {
-            Some(time(min, || matmul(Dialect::Scalar, &pool, t, &w, n, k, &x, m, &mut y[..m * n])))
+            Some(time(min, || {
+                matmul(Dialect::Scalar, &pool, t, &w, n, k, &x, m, &mut y[..m * n])
+            }))
         };
         println!(
             "{:6} {:>16} {:>16} {:>14.1} {:>18.1} {:>18}",
@@ -228,7 +290,8 @@ fn main() {
             kn4,
             gemv,
             flops / tm / 1e9,
-            ts.map(|s| format!("{:.1}", flops / s / 1e9)).unwrap_or_else(|| "-".into())
+            ts.map(|s| format!("{:.1}", flops / s / 1e9))
+                .unwrap_or_else(|| "-".into())
         );
     }
 
@@ -240,7 +303,19 @@ fn main() {
         let w = weights(&mut rng, GgmlType::Q8_0, n, k);
         let x: Vec<f32> = (0..m * k).map(|_| rng.unit() - 0.5).collect();
         let mut y = vec![0f32; m * n];
-        let t = time(min, || matmul(Dialect::Simd, &pool, GgmlType::Q8_0, &w, n, k, &x, m, &mut y));
+        let t = time(min, || {
+            matmul(
+                Dialect::Simd,
+                &pool,
+                GgmlType::Q8_0,
+                &w,
+                n,
+                k,
+                &x,
+                m,
+                &mut y,
+            )
+        });
         line += &format!(" {model} k={k}: {:.1}", 2.0 * (m * n * k) as f64 / t / 1e9);
     }
     println!("{line}");

@@ -53,11 +53,21 @@ pub fn supports(t: GgmlType) -> bool {
 /// `t.row_bytes(dst.len())` bytes). Panics on an unsupported type or a length that is not a
 /// multiple of the block size (check [`supports`] first).
 pub fn dequantize_row(t: GgmlType, src: &[u8], dst: &mut [f32]) {
-    let f = quant::dequantize_fn(t).unwrap_or_else(|| panic!("dequantize_row: unsupported type {}", t.name()));
-    let need = t
-        .row_bytes(dst.len())
-        .unwrap_or_else(|| panic!("dequantize_row: {} elements is not a multiple of the {} block", dst.len(), t.name()));
-    assert!(src.len() >= need, "dequantize_row: {} bytes given, {} needed", src.len(), need);
+    let f = quant::dequantize_fn(t)
+        .unwrap_or_else(|| panic!("dequantize_row: unsupported type {}", t.name()));
+    let need = t.row_bytes(dst.len()).unwrap_or_else(|| {
+        panic!(
+            "dequantize_row: {} elements is not a multiple of the {} block",
+            dst.len(),
+            t.name()
+        )
+    });
+    assert!(
+        src.len() >= need,
+        "dequantize_row: {} bytes given, {} needed",
+        src.len(),
+        need
+    );
     f(&src[..need], dst);
 }
 
@@ -66,6 +76,16 @@ pub fn dequantize_row(t: GgmlType, src: &[u8], dst: &mut [f32]) {
 /// call to the weight's dot type the way llama.cpp does. Panics on an unsupported type, a `k`
 /// that is not a multiple of the block size, or short buffers.
 #[allow(clippy::too_many_arguments)]
-pub fn matmul(d: Dialect, pool: &ThreadPool, t: GgmlType, w: &[u8], n: usize, k: usize, x: &[f32], m: usize, y: &mut [f32]) {
+pub fn matmul(
+    d: Dialect,
+    pool: &ThreadPool,
+    t: GgmlType,
+    w: &[u8],
+    n: usize,
+    k: usize,
+    x: &[f32],
+    m: usize,
+    y: &mut [f32],
+) {
     matmul::matmul(d, pool, t, w, n, k, x, m, y)
 }

@@ -30,20 +30,34 @@ enum Kernel {
 /// The kernel for `t` under `d`, the activation layout it reads and the level whose
 /// quantizers produce that layout.
 fn select(d: Dialect, t: GgmlType) -> (Kernel, simd::ActLayout, simd::Level) {
-    let scalar = quant::scalar_dot_fn(t).unwrap_or_else(|| panic!("no kernel for weight type {}", t.name()));
+    let scalar =
+        quant::scalar_dot_fn(t).unwrap_or_else(|| panic!("no kernel for weight type {}", t.name()));
     if d == Dialect::Simd {
         let level = simd::level();
         if let Some(sk) = simd::row_kernel(level, t) {
             return (Kernel::Simd(sk.kern), sk.layout, level);
         }
     }
-    (Kernel::Scalar(scalar), simd::ActLayout::Ggml, simd::Level::Scalar)
+    (
+        Kernel::Scalar(scalar),
+        simd::ActLayout::Ggml,
+        simd::Level::Scalar,
+    )
 }
 
 impl Kernel {
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    fn rows(self, k: usize, w: &[u8], x: &[u8], x_stride: usize, xrb: usize, nx: usize, out: &mut [f32; MR]) {
+    fn rows(
+        self,
+        k: usize,
+        w: &[u8],
+        x: &[u8],
+        x_stride: usize,
+        xrb: usize,
+        nx: usize,
+        out: &mut [f32; MR],
+    ) {
         match self {
             Kernel::Scalar(f) => {
                 for (j, o) in out.iter_mut().enumerate().take(nx) {
@@ -80,13 +94,32 @@ pub fn matmul(
     m: usize,
     y: &mut [f32],
 ) {
-    let dt = quant::dot_type(t).unwrap_or_else(|| panic!("matmul: unsupported weight type {}", t.name()));
-    let rb = t
-        .row_bytes(k)
-        .unwrap_or_else(|| panic!("matmul: k = {k} is not a multiple of the {} block size", t.name()));
-    assert!(w.len() >= n * rb, "matmul: weight buffer has {} bytes, need {}", w.len(), n * rb);
-    assert!(x.len() >= m * k, "matmul: activations have {} floats, need {}", x.len(), m * k);
-    assert!(y.len() >= m * n, "matmul: output has {} floats, need {}", y.len(), m * n);
+    let dt = quant::dot_type(t)
+        .unwrap_or_else(|| panic!("matmul: unsupported weight type {}", t.name()));
+    let rb = t.row_bytes(k).unwrap_or_else(|| {
+        panic!(
+            "matmul: k = {k} is not a multiple of the {} block size",
+            t.name()
+        )
+    });
+    assert!(
+        w.len() >= n * rb,
+        "matmul: weight buffer has {} bytes, need {}",
+        w.len(),
+        n * rb
+    );
+    assert!(
+        x.len() >= m * k,
+        "matmul: activations have {} floats, need {}",
+        x.len(),
+        m * k
+    );
+    assert!(
+        y.len() >= m * n,
+        "matmul: output has {} floats, need {}",
+        y.len(),
+        m * n
+    );
     if n == 0 || m == 0 {
         return;
     }
@@ -114,12 +147,28 @@ pub fn matmul(
 
 #[allow(clippy::too_many_arguments)]
 /// Converts the `m` activation rows into `qx` (one row of `xrb` bytes each), in parallel.
-fn quantize_rows(pool: &ThreadPool, level: simd::Level, layout: simd::ActLayout, dt: DotType, x: &[f32], k: usize, m: usize, qx: &mut [u8], xrb: usize) {
+fn quantize_rows(
+    pool: &ThreadPool,
+    level: simd::Level,
+    layout: simd::ActLayout,
+    dt: DotType,
+    x: &[f32],
+    k: usize,
+    m: usize,
+    qx: &mut [u8],
+    xrb: usize,
+) {
     const ROWS_PER_TASK: usize = 8;
     let work = m * k;
     if pool.threads() == 1 || work < 64 * 1024 {
         for r in 0..m {
-            simd::quantize_activation(level, layout, dt, &x[r * k..(r + 1) * k], &mut qx[r * xrb..(r + 1) * xrb]);
+            simd::quantize_activation(
+                level,
+                layout,
+                dt,
+                &x[r * k..(r + 1) * k],
+                &mut qx[r * xrb..(r + 1) * xrb],
+            );
         }
         return;
     }
@@ -162,7 +211,10 @@ fn run_tiles(
         rows = rows.min(n.div_ceil(want_tasks)).max(4.min(n));
         let row_tasks = n.div_ceil(rows);
         if row_tasks < want_tasks {
-            let m_split = want_tasks.div_ceil(row_tasks).min(m.div_ceil(4 * MR)).max(1);
+            let m_split = want_tasks
+                .div_ceil(row_tasks)
+                .min(m.div_ceil(4 * MR))
+                .max(1);
             m_chunk = m.div_ceil(m_split).div_ceil(MR) * MR;
         }
     }

@@ -79,7 +79,12 @@ impl ThreadPool {
                     .expect("spawn pool worker")
             })
             .collect();
-        ThreadPool { threads, shared, workers, run_lock: Mutex::new(()) }
+        ThreadPool {
+            threads,
+            shared,
+            workers,
+            run_lock: Mutex::new(()),
+        }
     }
 
     /// Threads working on a run, the caller included.
@@ -103,7 +108,8 @@ impl ThreadPool {
         let s = &*self.shared;
         // SAFETY: the lifetime is erased only for the duration of this call: we wait below until
         // no worker is inside the job any more, and clear the pointer before returning.
-        let ptr: *const Job = unsafe { std::mem::transmute::<&(dyn Fn(usize) + Sync), &'static Job>(f) };
+        let ptr: *const Job =
+            unsafe { std::mem::transmute::<&(dyn Fn(usize) + Sync), &'static Job>(f) };
         *s.job.lock().unwrap_or_else(|e| e.into_inner()) = Some(JobPtr(ptr));
         s.n_tasks.store(n_tasks, Ordering::Relaxed);
         s.next.store(0, Ordering::Relaxed);
@@ -216,6 +222,8 @@ impl Drop for ThreadPool {
 
 impl std::fmt::Debug for ThreadPool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ThreadPool").field("threads", &self.threads).finish()
+        f.debug_struct("ThreadPool")
+            .field("threads", &self.threads)
+            .finish()
     }
 }

@@ -10,7 +10,11 @@ use lse_kernels::quant::{quantize_activation, DotType};
 fn q8_activations_match_numpy_bytes() {
     let x = read_f32("act_rows.f32");
     let k = 512;
-    for (dt, name) in [(DotType::Q8_0, "q8_0"), (DotType::Q8_1, "q8_1"), (DotType::Q8_K, "q8_k")] {
+    for (dt, name) in [
+        (DotType::Q8_0, "q8_0"),
+        (DotType::Q8_1, "q8_1"),
+        (DotType::Q8_K, "q8_k"),
+    ] {
         let want = read_bytes(&format!("act_{name}.bin"));
         let rb = dt.row_bytes(k);
         assert_eq!(want.len(), 3 * rb);
@@ -18,7 +22,13 @@ fn q8_activations_match_numpy_bytes() {
             let mut got = vec![0u8; rb];
             quantize_activation(dt, &x[r * k..(r + 1) * k], &mut got);
             for (i, (g, w)) in got.iter().zip(&want[r * rb..(r + 1) * rb]).enumerate() {
-                assert_eq!(g, w, "{name} row {r} byte {i} (block {}, offset {})", i / dt.block_bytes(), i % dt.block_bytes());
+                assert_eq!(
+                    g,
+                    w,
+                    "{name} row {r} byte {i} (block {}, offset {})",
+                    i / dt.block_bytes(),
+                    i % dt.block_bytes()
+                );
             }
         }
         println!("{name}: 3 rows x {k} byte-exact");
@@ -34,7 +44,7 @@ fn half_conversions_round_to_nearest_even() {
     assert_eq!(f32_to_f16(1.0 + 3.0 * 2f32.powi(-11)), 0x3c02);
     assert_eq!(f16_to_f32(0x3c01), 1.0 + 2f32.powi(-10));
     assert_eq!(f32_to_f16(65520.0), 0x7c00); // rounds to +inf
-    // bf16 keeps the top 16 bits, ties to even.
+                                             // bf16 keeps the top 16 bits, ties to even.
     assert_eq!(f32_to_bf16(f32::from_bits(0x3f80_8000)), 0x3f80);
     assert_eq!(f32_to_bf16(f32::from_bits(0x3f81_8000)), 0x3f82);
     assert_eq!(f32_to_bf16(f32::from_bits(0x3f80_8001)), 0x3f81);
@@ -61,7 +71,12 @@ fn q8_reconstruction_within_half_step() {
                 let step = amax / 127.0;
                 let bound = step * 0.5 + amax * 2f32.powi(-11) + 1e-6;
                 for i in span {
-                    assert!((dec[i] - row[i]).abs() <= bound, "{dt:?} row {r} [{i}]: {} vs {}", dec[i], row[i]);
+                    assert!(
+                        (dec[i] - row[i]).abs() <= bound,
+                        "{dt:?} row {r} [{i}]: {} vs {}",
+                        dec[i],
+                        row[i]
+                    );
                 }
             }
         }

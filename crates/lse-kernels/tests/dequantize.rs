@@ -42,11 +42,22 @@ fn synthetic_model_rows_match_f32_weights() {
         return;
     }
     let base = GgufFile::open(&f32_path).expect("open f32 model");
-    for (file, t) in [("llama-tiny-q8_0.gguf", GgmlType::Q8_0), ("llama-tiny-q4_0.gguf", GgmlType::Q4_0)] {
-        let q = GgufFile::open(&lse_testdata::shared(&format!("golden/synthetic/{file}"))).expect("open quantized model");
+    for (file, t) in [
+        ("llama-tiny-q8_0.gguf", GgmlType::Q8_0),
+        ("llama-tiny-q4_0.gguf", GgmlType::Q4_0),
+    ] {
+        let q = GgufFile::open(&lse_testdata::shared(&format!("golden/synthetic/{file}")))
+            .expect("open quantized model");
         let mut checked = 0usize;
-        for name in ["blk.0.attn_q.weight", "blk.1.ffn_down.weight", "blk.3.ffn_gate.weight", "token_embd.weight"] {
-            let qt = q.tensor(name).unwrap_or_else(|| panic!("{file}: no {name}"));
+        for name in [
+            "blk.0.attn_q.weight",
+            "blk.1.ffn_down.weight",
+            "blk.3.ffn_gate.weight",
+            "token_embd.weight",
+        ] {
+            let qt = q
+                .tensor(name)
+                .unwrap_or_else(|| panic!("{file}: no {name}"));
             assert_eq!(qt.ggml_type, t);
             let bt = base.tensor(name).expect("tensor in f32 model");
             let k = qt.dims[0] as usize;
@@ -58,12 +69,31 @@ fn synthetic_model_rows_match_f32_weights() {
             let mut got = vec![0f32; k];
             for r in 0..rows {
                 dequantize_row(t, &qdata[r * rb..(r + 1) * rb], &mut got);
-                dequantize_row(bt.ggml_type, &bdata[r * bt.ggml_type.row_bytes(k).unwrap()..], &mut orig);
+                dequantize_row(
+                    bt.ggml_type,
+                    &bdata[r * bt.ggml_type.row_bytes(k).unwrap()..],
+                    &mut orig,
+                );
                 for blk in 0..k / 32 {
-                    let d = half::f16::from_bits(u16::from_le_bytes([qdata[r * rb + blk * t.type_size()], qdata[r * rb + blk * t.type_size() + 1]])).to_f32().abs();
-                    let bound = if t == GgmlType::Q8_0 { d * (0.5 + 127.0 / 2048.0) } else { d * (1.0 + 8.0 / 2048.0) } * (1.0 + 1e-5) + 1e-7;
+                    let d = half::f16::from_bits(u16::from_le_bytes([
+                        qdata[r * rb + blk * t.type_size()],
+                        qdata[r * rb + blk * t.type_size() + 1],
+                    ]))
+                    .to_f32()
+                    .abs();
+                    let bound = if t == GgmlType::Q8_0 {
+                        d * (0.5 + 127.0 / 2048.0)
+                    } else {
+                        d * (1.0 + 8.0 / 2048.0)
+                    } * (1.0 + 1e-5)
+                        + 1e-7;
                     for i in blk * 32..blk * 32 + 32 {
-                        assert!((got[i] - orig[i]).abs() <= bound, "{file} {name} row {r} [{i}]: {} vs f32 {} (d {d})", got[i], orig[i]);
+                        assert!(
+                            (got[i] - orig[i]).abs() <= bound,
+                            "{file} {name} row {r} [{i}]: {} vs f32 {} (d {d})",
+                            got[i],
+                            orig[i]
+                        );
                     }
                 }
                 checked += k;

@@ -8,7 +8,11 @@ use lse_kernels::quant::{dot_type, quantize_activation, scalar_dot_fn};
 use lse_kernels::{dequantize_row, device_arch, matmul, Dialect, GgmlType, ThreadPool};
 
 fn k_for(t: GgmlType) -> usize {
-    if t.block_size() == 256 { 768 } else { 320 }
+    if t.block_size() == 256 {
+        768
+    } else {
+        320
+    }
 }
 
 /// Scalar dot of every type = Σ w_i·x_i over the decoded weight row and the decoded quantized
@@ -33,7 +37,11 @@ fn scalar_dot_equals_decoded_math() {
                 let (exact, mag) = reference_dot(t, &w[r * rb..(r + 1) * rb], &qx, k);
                 let got = dot(&w[r * rb..(r + 1) * rb], &qx) as f64;
                 let err = (got - exact).abs();
-                assert!(err <= 1e-5 * mag + 1e-6, "{}: row {r} act {i}: {got} vs exact {exact} (mag {mag})", t.name());
+                assert!(
+                    err <= 1e-5 * mag + 1e-6,
+                    "{}: row {r} act {i}: {got} vs exact {exact} (mag {mag})",
+                    t.name()
+                );
                 worst = worst.max(err / mag.max(1e-30));
             }
         }
@@ -84,30 +92,55 @@ fn matmul_matches_scalar_reference_all_types() {
         for p in &pools {
             let mut y = vec![f32::NAN; m * n];
             matmul(Dialect::Scalar, p, t, &w, n, k, &x, m, &mut y);
-            assert_eq!(y, want, "{} scalar matmul, {} threads", t.name(), p.threads());
+            assert_eq!(
+                y,
+                want,
+                "{} scalar matmul, {} threads",
+                t.name(),
+                p.threads()
+            );
         }
         // Simd dialect: identical for 1 and 2 threads, within the bound of the scalar result.
         let mut y1 = vec![f32::NAN; m * n];
         matmul(Dialect::Simd, &pools[0], t, &w, n, k, &x, m, &mut y1);
         let mut y2 = vec![f32::NAN; m * n];
         matmul(Dialect::Simd, &pools[1], t, &w, n, k, &x, m, &mut y2);
-        assert_eq!(y1, y2, "{} simd matmul differs between 1 and 2 threads", t.name());
+        assert_eq!(
+            y1,
+            y2,
+            "{} simd matmul differs between 1 and 2 threads",
+            t.name()
+        );
         let mut worst = 0f32;
         for i in 0..m {
             for r in 0..n {
                 let b = bound(t, &w, r, k, &x[i * k..(i + 1) * k]);
                 let e = (y1[i * n + r] - want[i * n + r]).abs();
-                assert!(e <= b, "{} simd y[{i}][{r}] = {} vs scalar {} (bound {b})", t.name(), y1[i * n + r], want[i * n + r]);
+                assert!(
+                    e <= b,
+                    "{} simd y[{i}][{r}] = {} vs scalar {} (bound {b})",
+                    t.name(),
+                    y1[i * n + r],
+                    want[i * n + r]
+                );
                 worst = worst.max(e / b);
             }
         }
-        println!("{:5}: simd matmul {n}x{m}x{k} ok, worst err/bound {worst:.3}", t.name());
+        println!(
+            "{:5}: simd matmul {n}x{m}x{k} ok, worst err/bound {worst:.3}",
+            t.name()
+        );
     }
 }
 
 #[test]
 fn matmul_larger_sizes_and_threads() {
-    let pools = [ThreadPool::new(1), ThreadPool::new(2), ThreadPool::new(3), ThreadPool::new(8)];
+    let pools = [
+        ThreadPool::new(1),
+        ThreadPool::new(2),
+        ThreadPool::new(3),
+        ThreadPool::new(8),
+    ];
     let mut rng = Rng::new(5);
     // (301 x 67): splits over weight rows; (13 x 203): few weight rows, so the activation rows
     // are split too — results must not depend on either split.
@@ -131,17 +164,32 @@ fn matmul_larger_sizes_and_threads() {
                 assert!(y.iter().all(|v| v.is_finite()));
                 match &first {
                     None => first = Some(y),
-                    Some(f) => assert_eq!(&y, f, "{} {d:?}: {} threads differ from 1", t.name(), p.threads()),
+                    Some(f) => assert_eq!(
+                        &y,
+                        f,
+                        "{} {d:?}: {} threads differ from 1",
+                        t.name(),
+                        p.threads()
+                    ),
                 }
             }
             per_dialect.push(first.unwrap());
         }
-        assert_eq!(per_dialect[0], reference(t, &w, n, k, &x, m), "{} scalar matmul vs per-element dots", t.name());
+        assert_eq!(
+            per_dialect[0],
+            reference(t, &w, n, k, &x, m),
+            "{} scalar matmul vs per-element dots",
+            t.name()
+        );
         for i in 0..m {
             for r in 0..n {
                 let b = bound(t, &w, r, k, &x[i * k..(i + 1) * k]);
                 let (sc, si) = (per_dialect[0][i * n + r], per_dialect[1][i * n + r]);
-                assert!((sc - si).abs() <= b, "{} y[{i}][{r}]: simd {si} vs scalar {sc}", t.name());
+                assert!(
+                    (sc - si).abs() <= b,
+                    "{} y[{i}][{r}]: simd {si} vs scalar {sc}",
+                    t.name()
+                );
             }
         }
     }
@@ -164,9 +212,11 @@ fn pool_runs_every_task_once() {
         }
         // nested runs execute inline instead of deadlocking
         let total = AtomicUsize::new(0);
-        p.run(4, &|_| p.run(3, &|_| {
-            total.fetch_add(1, Ordering::Relaxed);
-        }));
+        p.run(4, &|_| {
+            p.run(3, &|_| {
+                total.fetch_add(1, Ordering::Relaxed);
+            })
+        });
         assert_eq!(total.load(Ordering::Relaxed), 12);
     }
 }

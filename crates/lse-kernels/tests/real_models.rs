@@ -56,8 +56,19 @@ fn real_model_tensors_every_type() {
                     let mag = mag + 1e-30;
                     let es = (ys[i * n + r] as f64 - exact).abs() / mag;
                     let ev = (yv[i * n + r] as f64 - ys[i * n + r] as f64).abs() / mag;
-                    assert!(es <= 1e-5, "{name} {} ({tn}) y[{i}][{r}]: scalar {} vs exact {exact}", ti.name, ys[i * n + r]);
-                    assert!(ev <= 2e-5, "{name} {} ({tn}) y[{i}][{r}]: simd {} vs scalar {}", ti.name, yv[i * n + r], ys[i * n + r]);
+                    assert!(
+                        es <= 1e-5,
+                        "{name} {} ({tn}) y[{i}][{r}]: scalar {} vs exact {exact}",
+                        ti.name,
+                        ys[i * n + r]
+                    );
+                    assert!(
+                        ev <= 2e-5,
+                        "{name} {} ({tn}) y[{i}][{r}]: simd {} vs scalar {}",
+                        ti.name,
+                        yv[i * n + r],
+                        ys[i * n + r]
+                    );
                     worst_math = worst_math.max(es);
                     worst_simd = worst_simd.max(ev);
                 }

@@ -25,8 +25,10 @@ engine options (ENGINE):
   --no-mtp                   do not load a speculative decoder (scoring never uses one)
 
 tokenize options:
-  --tokenize FILE            print the token ids of FILE's bytes (verbatim) as JSON
+  --tokenize FILE            print the token ids of FILE's bytes (verbatim) as JSON; like
+                             llama-tokenize, special-token text such as <s> is parsed as special
   --tokenize-no-special      do not add BOS/EOS
+  --tokenize-no-parse-special  tokenize special-token text as plain text (as --perplexity does)
   --tokenize-output PATH     write the JSON there instead of standard output
 
 perplexity options:
@@ -86,6 +88,7 @@ pub struct Args {
     pub no_mtp: bool,
     pub mode: Option<Mode>,
     pub tokenize_no_special: bool,
+    pub tokenize_no_parse_special: bool,
     pub tokenize_output: Option<PathBuf>,
     pub method: Option<String>,
     pub ctx: Option<usize>,
@@ -116,6 +119,7 @@ impl Default for Args {
             no_mtp: false,
             mode: None,
             tokenize_no_special: false,
+            tokenize_no_parse_special: false,
             tokenize_output: None,
             method: None,
             ctx: None,
@@ -141,10 +145,10 @@ const VALUED: &[&str] = &[
 ];
 /// Flags.
 const FLAGS: &[&str] = &[
-    "--no-cpu-fallback", "--no-mtp", "--tokenize-no-special", "--perplexity-token-ids", "--perplexity-windows",
+    "--no-cpu-fallback", "--no-mtp", "--tokenize-no-special", "--tokenize-no-parse-special", "--perplexity-token-ids", "--perplexity-windows",
     "--quiet", "--help", "-h",
 ];
-const TOKENIZE_ONLY: &[&str] = &["--tokenize-no-special", "--tokenize-output"];
+const TOKENIZE_ONLY: &[&str] = &["--tokenize-no-special", "--tokenize-no-parse-special", "--tokenize-output"];
 const PERPLEXITY_ONLY: &[&str] = &[
     "--perplexity-method", "--perplexity-ctx", "--perplexity-stride", "--perplexity-chunks", "--perplexity-kld-base-out",
     "--perplexity-kld-top-k", "--perplexity-kld", "--perplexity-output", "--perplexity-token-ids", "--perplexity-windows",
@@ -242,6 +246,7 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
                 a.mode = Some(Mode::Tokenize(PathBuf::from(v)))
             }
             "--tokenize-no-special" => a.tokenize_no_special = true,
+            "--tokenize-no-parse-special" => a.tokenize_no_parse_special = true,
             "--tokenize-output" => a.tokenize_output = Some(PathBuf::from(v)),
             "--perplexity" => {
                 modes.push(name.clone());

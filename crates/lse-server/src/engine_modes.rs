@@ -37,11 +37,12 @@ pub fn resolve_model_path(p: &Path) -> Result<PathBuf, String> {
     }
 }
 
-pub fn tokenize(model: &Path, text: &str, add_special: bool) -> Result<Vec<u32>, String> {
+/// Like llama-tokenize: special-token text is parsed as special unless `parse_special` is false.
+pub fn tokenize(model: &Path, text: &str, add_special: bool, parse_special: bool) -> Result<Vec<u32>, String> {
     let path = resolve_model_path(model)?;
     let f = lse_gguf::GgufFile::open(&path).map_err(|e| format!("cannot read model {}: {e}", path.display()))?;
     let tok = lse_tokenizer::Tokenizer::from_gguf(&f).map_err(|e| format!("tokenizer: {e}"))?;
-    Ok(tok.tokenize(text, add_special, false))
+    Ok(tok.tokenize(text, add_special, parse_special))
 }
 
 fn options(a: &Args) -> lse_engine::EngineOptions {

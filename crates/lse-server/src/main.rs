@@ -86,7 +86,7 @@ fn tokenize(args: &Args, model: &Path, file: &Path) -> Result<(), String> {
         None => None,
     };
     let text = lse_eval::read_text_file_verbatim(file).map_err(|e| e.to_string())?;
-    let ids = tokenize_ids(model, &text, !args.tokenize_no_special)?;
+    let ids = tokenize_ids(model, &text, !args.tokenize_no_special, !args.tokenize_no_parse_special)?;
     let mut obj = serde_json::Map::new();
     obj.insert("object".into(), "lse.tokens".into());
     obj.insert("tokens".into(), ids.len().into());
@@ -98,12 +98,12 @@ fn tokenize(args: &Args, model: &Path, file: &Path) -> Result<(), String> {
 }
 
 #[cfg(feature = "engine")]
-fn tokenize_ids(model: &Path, text: &str, add_special: bool) -> Result<Vec<u32>, String> {
-    engine_modes::tokenize(model, text, add_special)
+fn tokenize_ids(model: &Path, text: &str, add_special: bool, parse_special: bool) -> Result<Vec<u32>, String> {
+    engine_modes::tokenize(model, text, add_special, parse_special)
 }
 
 #[cfg(not(feature = "engine"))]
-fn tokenize_ids(_: &Path, _: &str, _: bool) -> Result<Vec<u32>, String> {
+fn tokenize_ids(_: &Path, _: &str, _: bool, _: bool) -> Result<Vec<u32>, String> {
     Err("this lse-server was built without the engine (feature `engine`)".into())
 }
 

@@ -98,6 +98,13 @@ fn tokenize_verbatim_and_no_special() {
         .unwrap();
     assert!(o.status.success() && o.stdout.is_empty());
     assert_eq!(serde_json::from_slice::<Value>(&std::fs::read(&out).unwrap()).unwrap(), with);
+    // special-token text: parsed by default (llama-tokenize), plain text with --tokenize-no-parse-special
+    std::fs::write(&f, "a <s> b").unwrap();
+    let parsed = tokenize(&model, &f);
+    let plain = run_tok(&["--model", model.to_str().unwrap(), "--tokenize", f.to_str().unwrap(), "--tokenize-no-parse-special"]);
+    let count_bos = |v: &Value| v["ids"].as_array().unwrap().iter().filter(|x| **x == 1).count();
+    assert_eq!(count_bos(&parsed), 2, "{parsed}");
+    assert_eq!(count_bos(&plain), 1, "{plain}");
 }
 
 fn ppl_run(model: &Path, extra: &[&str]) -> Value {

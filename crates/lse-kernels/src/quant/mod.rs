@@ -70,7 +70,9 @@ pub fn dot_type(t: GgmlType) -> Option<DotType> {
         GgmlType::BF16 => DotType::BF16,
         GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => DotType::Q8_0,
         GgmlType::Q4_1 | GgmlType::Q5_1 => DotType::Q8_1,
-        GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => DotType::Q8_K,
+        GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => {
+            DotType::Q8_K
+        }
         _ => return None,
     })
 }
@@ -78,8 +80,15 @@ pub fn dot_type(t: GgmlType) -> Option<DotType> {
 /// Quantizes one activation row `x` (length a multiple of the block size) into `dst`
 /// (`dt.row_bytes(x.len())` bytes).
 pub fn quantize_activation(dt: DotType, x: &[f32], dst: &mut [u8]) {
-    assert_eq!(x.len() % dt.block_size(), 0, "activation length not a multiple of the block size");
-    assert!(dst.len() >= dt.row_bytes(x.len()), "activation buffer too small");
+    assert_eq!(
+        x.len() % dt.block_size(),
+        0,
+        "activation length not a multiple of the block size"
+    );
+    assert!(
+        dst.len() >= dt.row_bytes(x.len()),
+        "activation buffer too small"
+    );
     match dt {
         DotType::F32 => float::quantize_f32(x, dst),
         DotType::F16 => float::quantize_f16(x, dst),

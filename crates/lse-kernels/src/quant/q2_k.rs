@@ -46,7 +46,10 @@ pub fn dequantize(src: &[u8], dst: &mut [f32]) {
 /// `dall·isum − dmin·summs`, summed in f32).
 pub fn dot(w: &[u8], x: &[u8]) -> f32 {
     let mut sumf = 0.0f32;
-    for (wb, xb) in w.chunks_exact(BLOCK_BYTES).zip(x.chunks_exact(q8_k::BLOCK_BYTES)) {
+    for (wb, xb) in w
+        .chunks_exact(BLOCK_BYTES)
+        .zip(x.chunks_exact(q8_k::BLOCK_BYTES))
+    {
         let mut summs = 0i32;
         for g in 0..16 {
             summs += q8_k::bsum(xb, g) * (wb[SCALES + g] >> 4) as i32;

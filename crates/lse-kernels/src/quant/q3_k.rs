@@ -59,7 +59,10 @@ pub fn dequantize(src: &[u8], dst: &mut [f32]) {
 /// Scalar dot with a Q8_K activation row (ggml generic order: 8 integer lanes, 8 f32 sums).
 pub fn dot(w: &[u8], x: &[u8]) -> f32 {
     let mut sums = [0.0f32; 8];
-    for (wb, xb) in w.chunks_exact(BLOCK_BYTES).zip(x.chunks_exact(q8_k::BLOCK_BYTES)) {
+    for (wb, xb) in w
+        .chunks_exact(BLOCK_BYTES)
+        .zip(x.chunks_exact(q8_k::BLOCK_BYTES))
+    {
         let sc = scales(&wb[SCALES..SCALES + 12]);
         let a = unpack(wb);
         let mut aux32 = [0i32; 8];

@@ -21,7 +21,10 @@ pub fn dequantize(src: &[u8], dst: &mut [f32]) {
 /// Scalar dot with a Q8_1 activation row: per block `(dx·dy)·sumi + mx·sy` (ggml generic order).
 pub fn dot(w: &[u8], x: &[u8]) -> f32 {
     let mut sumf = 0.0f32;
-    for (wb, xb) in w.chunks_exact(BLOCK_BYTES).zip(x.chunks_exact(q8_1::BLOCK_BYTES)) {
+    for (wb, xb) in w
+        .chunks_exact(BLOCK_BYTES)
+        .zip(x.chunks_exact(q8_1::BLOCK_BYTES))
+    {
         let (mut s0, mut s1) = (0i32, 0i32);
         for j in 0..16 {
             s0 += (wb[4 + j] & 0x0f) as i32 * (xb[4 + j] as i8 as i32);

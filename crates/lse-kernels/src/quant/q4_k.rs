@@ -77,7 +77,10 @@ pub(crate) fn dot_block_k(a: &[i8; 256], sc: &[u8; 8], mn: &[u8; 8], xb: &[u8]) 
 pub fn dot(w: &[u8], x: &[u8]) -> f32 {
     let mut sums = [0.0f32; 8];
     let mut sumf = 0.0f32;
-    for (wb, xb) in w.chunks_exact(BLOCK_BYTES).zip(x.chunks_exact(q8_k::BLOCK_BYTES)) {
+    for (wb, xb) in w
+        .chunks_exact(BLOCK_BYTES)
+        .zip(x.chunks_exact(q8_k::BLOCK_BYTES))
+    {
         let (sc, mn) = scales_mins(&wb[SCALES..SCALES + 12]);
         let (aux32, summ) = dot_block_k(&unpack(wb), &sc, &mn, xb);
         let d = rd_f16(wb, 0) * q8_k::d(xb);

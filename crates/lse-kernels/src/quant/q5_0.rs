@@ -32,7 +32,10 @@ pub fn dequantize(src: &[u8], dst: &mut [f32]) {
 /// Scalar dot with a Q8_0 activation row (ggml generic order).
 pub fn dot(w: &[u8], x: &[u8]) -> f32 {
     let mut sumf = 0.0f32;
-    for (wb, xb) in w.chunks_exact(BLOCK_BYTES).zip(x.chunks_exact(q8_0::BLOCK_BYTES)) {
+    for (wb, xb) in w
+        .chunks_exact(BLOCK_BYTES)
+        .zip(x.chunks_exact(q8_0::BLOCK_BYTES))
+    {
         let q = unpack(wb);
         let (mut s0, mut s1) = (0i32, 0i32);
         for j in 0..16 {

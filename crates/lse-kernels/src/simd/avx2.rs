@@ -30,7 +30,10 @@ impl Ops for Avx2Ops {
     const VNNI: bool = false;
     #[inline(always)]
     unsafe fn dot_us(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
-        _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)))
+        _mm256_add_epi32(
+            acc,
+            _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)),
+        )
     }
     #[inline(always)]
     unsafe fn madd_acc(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
@@ -39,7 +42,9 @@ impl Ops for Avx2Ops {
 }
 
 pub fn available() -> bool {
-    is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c")
+    is_x86_feature_detected!("avx2")
+        && is_x86_feature_detected!("fma")
+        && is_x86_feature_detected!("f16c")
 }
 
 // ---------------------------------------------------------------- helpers
@@ -82,7 +87,8 @@ unsafe fn bits32(p: *const u8) -> __m256i {
     let q = (p as *const u32).read_unaligned();
     let v = _mm256_set1_epi32(q as i32);
     let shuf = _mm256_setr_epi8(
-        0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3,
+        0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3,
+        3, 3,
     );
     let m = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
     _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(v, shuf), m), m)
@@ -223,5 +229,8 @@ pub fn row_kernel(t: GgmlType) -> Option<SimdKernel> {
     if !available() {
         return None;
     }
-    kernel_table!(narrow, t, f32_k, f16_k, bf16_k, q4_0_k, q4_1_k, q5_0_k, q5_1_k, q8_0_k, q2_k_k, q3_k_k, q4_k_k, q5_k_k, q6_k_k)
+    kernel_table!(
+        narrow, t, f32_k, f16_k, bf16_k, q4_0_k, q4_1_k, q5_0_k, q5_1_k, q8_0_k, q2_k_k, q3_k_k,
+        q4_k_k, q5_k_k, q6_k_k
+    )
 }

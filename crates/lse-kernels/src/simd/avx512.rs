@@ -43,5 +43,8 @@ pub fn row_kernel(t: GgmlType) -> Option<SimdKernel> {
     if !available() {
         return None;
     }
-    kernel_table!(wide, t, f32_k, f16_k, bf16_k, q4_0_k, q4_1_k, q5_0_k, q5_1_k, q8_0_k, q2_k_k, q3_k_k, q4_k_k, q5_k_k, q6_k_k)
+    kernel_table!(
+        wide, t, f32_k, f16_k, bf16_k, q4_0_k, q4_1_k, q5_0_k, q5_1_k, q8_0_k, q2_k_k, q3_k_k,
+        q4_k_k, q5_k_k, q6_k_k
+    )
 }

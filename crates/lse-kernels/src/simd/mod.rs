@@ -18,7 +18,8 @@ pub const MR: usize = 8;
 /// `out[j] = dot(w, x[j·x_stride..])` for `j < nx` (1 ≤ nx ≤ MR): one weight row of `k`
 /// elements against `nx` activation rows already in the weight's dot type, laid out as the
 /// kernel's [`ActLayout`] says.
-pub type RowKernel = fn(k: usize, w: &[u8], x: &[u8], x_stride: usize, nx: usize, out: &mut [f32; MR]);
+pub type RowKernel =
+    fn(k: usize, w: &[u8], x: &[u8], x_stride: usize, nx: usize, out: &mut [f32; MR]);
 
 /// How a kernel wants its activation rows laid out. The values are always llama.cpp's
 /// (same quants and scales); only their placement differs.
@@ -64,7 +65,11 @@ pub fn ggml_to_split32(dt: crate::quant::DotType, src: &[u8], k: usize, dst: &mu
         dst[32 * b..32 * b + 32].copy_from_slice(&blk[qo..qo + 32]);
         dst[k + 4 * b..k + 4 * b + 4].copy_from_slice(&rd_f16(blk, 0).to_le_bytes());
         let extra = if dt == DotType::Q8_0 {
-            blk[2..34].iter().map(|&q| q as i8 as i32).sum::<i32>().to_le_bytes()
+            blk[2..34]
+                .iter()
+                .map(|&q| q as i8 as i32)
+                .sum::<i32>()
+                .to_le_bytes()
         } else {
             rd_f16(blk, 2).to_le_bytes()
         };
@@ -147,20 +152,41 @@ pub fn row_kernel(level: Level, t: GgmlType) -> Option<SimdKernel> {
 /// Converts one activation row to dot type `dt` in `layout`, with the vector quantizers of
 /// `level` where there are some. The values are identical to
 /// [`crate::quant::quantize_activation`]'s (byte-identical for [`ActLayout::Ggml`]).
-pub fn quantize_activation(level: Level, layout: ActLayout, dt: crate::quant::DotType, x: &[f32], dst: &mut [u8]) {
+pub fn quantize_activation(
+    level: Level,
+    layout: ActLayout,
+    dt: crate::quant::DotType,
+    x: &[f32],
+    dst: &mut [u8],
+) {
     use crate::quant::DotType;
-    assert_eq!(x.len() % dt.block_size(), 0, "activation length not a multiple of the block size");
-    assert!(dst.len() >= act_row_bytes(layout, dt, x.len()), "activation buffer too small");
+    assert_eq!(
+        x.len() % dt.block_size(),
+        0,
+        "activation length not a multiple of the block size"
+    );
+    assert!(
+        dst.len() >= act_row_bytes(layout, dt, x.len()),
+        "activation buffer too small"
+    );
     #[cfg(target_arch = "x86_64")]
     {
         if matches!(level, Level::Avx2 | Level::Avx512) && avx2::available() {
             // SAFETY: the CPU has AVX2/FMA/F16C (checked above); lengths checked above.
             unsafe {
                 match (layout, dt) {
-                    (ActLayout::Ggml, DotType::Q8_0) => return avx2::quantize_q8_32::<false, false>(x, dst),
-                    (ActLayout::Ggml, DotType::Q8_1) => return avx2::quantize_q8_32::<true, false>(x, dst),
-                    (ActLayout::Split32, DotType::Q8_0) => return avx2::quantize_q8_32::<false, true>(x, dst),
-                    (ActLayout::Split32, DotType::Q8_1) => return avx2::quantize_q8_32::<true, true>(x, dst),
+                    (ActLayout::Ggml, DotType::Q8_0) => {
+                        return avx2::quantize_q8_32::<false, false>(x, dst)
+                    }
+                    (ActLayout::Ggml, DotType::Q8_1) => {
+                        return avx2::quantize_q8_32::<true, false>(x, dst)
+                    }
+                    (ActLayout::Split32, DotType::Q8_0) => {
+                        return avx2::quantize_q8_32::<false, true>(x, dst)
+                    }
+                    (ActLayout::Split32, DotType::Q8_1) => {
+                        return avx2::quantize_q8_32::<true, true>(x, dst)
+                    }
                     (ActLayout::Ggml, DotType::Q8_K) => return avx2::quantize_q8_k(x, dst),
                     (ActLayout::Ggml, DotType::F16) => return avx2::quantize_f16(x, dst),
                     _ => {}
@@ -172,7 +198,10 @@ pub fn quantize_activation(level: Level, layout: ActLayout, dt: crate::quant::Do
     match layout {
         ActLayout::Ggml => crate::quant::quantize_activation(dt, x, dst),
         ActLayout::Split32 => {
-            assert!(matches!(dt, DotType::Q8_0 | DotType::Q8_1), "Split32 is only for Q8_0/Q8_1 activations");
+            assert!(
+                matches!(dt, DotType::Q8_0 | DotType::Q8_1),
+                "Split32 is only for Q8_0/Q8_1 activations"
+            );
             let mut tmp = vec![0u8; dt.row_bytes(x.len())];
             crate::quant::quantize_activation(dt, x, &mut tmp);
             ggml_to_split32(dt, &tmp, x.len(), dst);

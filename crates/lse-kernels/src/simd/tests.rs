@@ -57,16 +57,21 @@ fn f16_fields(t: GgmlType) -> &'static [usize] {
 fn random_row(rng: &mut Rng, t: GgmlType, k: usize) -> Vec<u8> {
     let mut w = vec![0u8; t.row_bytes(k).unwrap()];
     match t {
-        GgmlType::F32 => w.chunks_exact_mut(4).for_each(|c| c.copy_from_slice(&rng.normal().to_le_bytes())),
-        GgmlType::F16 => w.chunks_exact_mut(2).for_each(|c| c.copy_from_slice(&f32_to_f16(rng.normal()).to_le_bytes())),
-        GgmlType::BF16 => w
+        GgmlType::F32 => w
+            .chunks_exact_mut(4)
+            .for_each(|c| c.copy_from_slice(&rng.normal().to_le_bytes())),
+        GgmlType::F16 => w
             .chunks_exact_mut(2)
-            .for_each(|c| c.copy_from_slice(&((rng.normal().to_bits() >> 16) as u16).to_le_bytes())),
+            .for_each(|c| c.copy_from_slice(&f32_to_f16(rng.normal()).to_le_bytes())),
+        GgmlType::BF16 => w.chunks_exact_mut(2).for_each(|c| {
+            c.copy_from_slice(&((rng.normal().to_bits() >> 16) as u16).to_le_bytes())
+        }),
         _ => {
             w.iter_mut().for_each(|b| *b = rng.next() as u8);
             for blk in w.chunks_exact_mut(t.type_size()) {
                 for &o in f16_fields(t) {
-                    blk[o..o + 2].copy_from_slice(&f32_to_f16(0.002 + 0.03 * rng.unit()).to_le_bytes());
+                    blk[o..o + 2]
+                        .copy_from_slice(&f32_to_f16(0.002 + 0.03 * rng.unit()).to_le_bytes());
                 }
             }
         }
@@ -80,10 +85,14 @@ fn decode_act(dt: DotType, b: &[u8], k: usize) -> Vec<f32> {
         .map(|i| match dt {
             DotType::F32 => rd_f32(b, 4 * i),
             DotType::F16 => h(2 * i),
-            DotType::BF16 => f32::from_bits((u16::from_le_bytes([b[2 * i], b[2 * i + 1]]) as u32) << 16),
+            DotType::BF16 => {
+                f32::from_bits((u16::from_le_bytes([b[2 * i], b[2 * i + 1]]) as u32) << 16)
+            }
             DotType::Q8_0 => h(34 * (i / 32)) * (b[34 * (i / 32) + 2 + i % 32] as i8) as f32,
             DotType::Q8_1 => h(36 * (i / 32)) * (b[36 * (i / 32) + 4 + i % 32] as i8) as f32,
-            DotType::Q8_K => rd_f32(b, 292 * (i / 256)) * (b[292 * (i / 256) + 4 + i % 256] as i8) as f32,
+            DotType::Q8_K => {
+                rd_f32(b, 292 * (i / 256)) * (b[292 * (i / 256) + 4 + i % 256] as i8) as f32
+            }
         })
         .collect()
 }
@@ -91,7 +100,11 @@ fn decode_act(dt: DotType, b: &[u8], k: usize) -> Vec<f32> {
 #[test]
 fn simd_row_kernels_match_scalar() {
     let levels = available_levels();
-    println!("SIMD levels on this CPU: {:?} (Dialect::Simd uses {:?})", levels, level());
+    println!(
+        "SIMD levels on this CPU: {:?} (Dialect::Simd uses {:?})",
+        levels,
+        level()
+    );
     let mut rng = Rng(0x1234_5678_9abc_def1);
     let mut checked = 0;
     for &lv in levels.iter().filter(|l| **l != Level::Scalar) {
@@ -102,7 +115,13 @@ fn simd_row_kernels_match_scalar() {
             };
             let dt = quant::dot_type(t).unwrap();
             let scalar = quant::scalar_dot_fn(t).unwrap();
-            let ks: &[usize] = if t.block_size() == 256 { &[256, 1024, 2816] } else if t.block_size() == 32 { &[32, 96, 224, 576, 640, 896, 2048] } else { &[1, 7, 8, 23, 64, 200, 1000] };
+            let ks: &[usize] = if t.block_size() == 256 {
+                &[256, 1024, 2816]
+            } else if t.block_size() == 32 {
+                &[32, 96, 224, 576, 640, 896, 2048]
+            } else {
+                &[1, 7, 8, 23, 64, 200, 1000]
+            };
             let mut worst = 0f64;
             for &k in ks {
                 let w = random_row(&mut rng, t, k);
@@ -122,16 +141,26 @@ fn simd_row_kernels_match_scalar() {
                     xd.push(decode_act(dt, g, k));
                     match layout {
                         ActLayout::Ggml => xl[j * xs..j * xs + xrb].copy_from_slice(g),
-                        ActLayout::Split32 => ggml_to_split32(dt, g, k, &mut xl[j * xs..j * xs + lrb]),
+                        ActLayout::Split32 => {
+                            ggml_to_split32(dt, g, k, &mut xl[j * xs..j * xs + lrb])
+                        }
                     }
                 }
-                let terms = if dt.block_size() == 1 { k / 8 } else { k / dt.block_size() * 8 };
+                let terms = if dt.block_size() == 1 {
+                    k / 8
+                } else {
+                    k / dt.block_size() * 8
+                };
                 for nx in 1..=MR {
                     let mut out = [f32::NAN; MR];
                     kern(k, &w, &xl, xs, nx, &mut out);
                     for j in 0..nx {
                         let want = scalar(&w, &xq[j * xrb..(j + 1) * xrb]) as f64;
-                        let mag: f64 = wd.iter().zip(&xd[j]).map(|(a, b)| (*a as f64 * *b as f64).abs()).sum();
+                        let mag: f64 = wd
+                            .iter()
+                            .zip(&xd[j])
+                            .map(|(a, b)| (*a as f64 * *b as f64).abs())
+                            .sum();
                         let bound = 4.0 * (terms + 16) as f64 * f32::EPSILON as f64 * mag + 1e-30;
                         let err = (out[j] as f64 - want).abs();
                         assert!(err <= bound, "{lv:?} {} k={k} nx={nx} row {j}: simd {} scalar {want} (bound {bound:e})", t.name(), out[j]);
@@ -153,7 +182,9 @@ fn simd_integer_sums_exact() {
     let mut rng = Rng(99);
     for &lv in available_levels().iter().filter(|l| **l != Level::Scalar) {
         for &t in TYPES.iter().filter(|t| t.block_size() > 1) {
-            let Some(SimdKernel { kern, layout }) = row_kernel(lv, t) else { continue };
+            let Some(SimdKernel { kern, layout }) = row_kernel(lv, t) else {
+                continue;
+            };
             let dt = quant::dot_type(t).unwrap();
             let k = 2 * dt.block_size().max(t.block_size());
             let mut w = random_row(&mut rng, t, k);
@@ -165,7 +196,13 @@ fn simd_integer_sums_exact() {
             // activations: integers in −127..=127 with ±127 present in every block, so the
             // quantizer's scale is exactly 1 and quants equal the inputs.
             let row: Vec<f32> = (0..k)
-                .map(|i| if i % 32 == 0 { 127.0 } else { ((rng.next() % 255) as i32 - 127) as f32 })
+                .map(|i| {
+                    if i % 32 == 0 {
+                        127.0
+                    } else {
+                        ((rng.next() % 255) as i32 - 127) as f32
+                    }
+                })
                 .collect();
             let mut xq = vec![0u8; dt.row_bytes(k)];
             quant::quantize_activation(dt, &row, &mut xq);
@@ -183,7 +220,14 @@ fn simd_integer_sums_exact() {
 fn simd_activation_quantization_is_byte_identical() {
     let mut rng = Rng(4242);
     for &lv in available_levels().iter() {
-        for dt in [DotType::Q8_0, DotType::Q8_1, DotType::Q8_K, DotType::F16, DotType::BF16, DotType::F32] {
+        for dt in [
+            DotType::Q8_0,
+            DotType::Q8_1,
+            DotType::Q8_K,
+            DotType::F16,
+            DotType::BF16,
+            DotType::F32,
+        ] {
             for rep in 0..20 {
                 let k = 1024;
                 let scale = 0.01 + 10.0 * rng.unit();
@@ -200,7 +244,8 @@ fn simd_activation_quantization_is_byte_identical() {
                 }
                 if rep == 3 {
                     for (i, v) in row.iter_mut().enumerate() {
-                        *v = (i % 7) as f32 - 3.0 + if i % 2 == 0 { 0.5 } else { 0.0 }; // ties
+                        *v = (i % 7) as f32 - 3.0 + if i % 2 == 0 { 0.5 } else { 0.0 };
+                        // ties
                     }
                 }
                 let mut a = vec![0u8; dt.row_bytes(k)];
@@ -213,7 +258,10 @@ fn simd_activation_quantization_is_byte_identical() {
                     let mut sb = sa.clone();
                     ggml_to_split32(dt, &a, k, &mut sa);
                     quantize_activation(lv, ActLayout::Split32, dt, &row, &mut sb);
-                    assert!(sa == sb, "{lv:?} {dt:?} rep {rep}: Split32 quantizer differs");
+                    assert!(
+                        sa == sb,
+                        "{lv:?} {dt:?} rep {rep}: Split32 quantizer differs"
+                    );
                 }
             }
         }

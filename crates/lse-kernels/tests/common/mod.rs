@@ -110,7 +110,9 @@ pub fn random_acts(rng: &mut Rng, m: usize, k: usize) -> Vec<f32> {
 }
 
 pub fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
 }
 
 pub fn read_bytes(name: &str) -> Vec<u8> {
@@ -118,7 +120,10 @@ pub fn read_bytes(name: &str) -> Vec<u8> {
 }
 
 pub fn read_f32(name: &str) -> Vec<f32> {
-    read_bytes(name).chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+    read_bytes(name)
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
 }
 
 /// Decodes an activation row in dot format `dt` to f32 (written from the block layouts).
@@ -126,15 +131,26 @@ pub fn decode_activation(dt: lse_kernels::quant::DotType, b: &[u8], k: usize) ->
     use lse_kernels::quant::DotType::*;
     let h = |o: usize| f16::from_bits(u16::from_le_bytes([b[o], b[o + 1]])).to_f32();
     match dt {
-        F32 => b.chunks_exact(4).take(k).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
+        F32 => b
+            .chunks_exact(4)
+            .take(k)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
         F16 => (0..k).map(|i| h(2 * i)).collect(),
-        BF16 => (0..k).map(|i| f32::from_bits((u16::from_le_bytes([b[2 * i], b[2 * i + 1]]) as u32) << 16)).collect(),
-        Q8_0 => (0..k).map(|i| h(34 * (i / 32)) * (b[34 * (i / 32) + 2 + i % 32] as i8) as f32).collect(),
-        Q8_1 => (0..k).map(|i| h(36 * (i / 32)) * (b[36 * (i / 32) + 4 + i % 32] as i8) as f32).collect(),
+        BF16 => (0..k)
+            .map(|i| f32::from_bits((u16::from_le_bytes([b[2 * i], b[2 * i + 1]]) as u32) << 16))
+            .collect(),
+        Q8_0 => (0..k)
+            .map(|i| h(34 * (i / 32)) * (b[34 * (i / 32) + 2 + i % 32] as i8) as f32)
+            .collect(),
+        Q8_1 => (0..k)
+            .map(|i| h(36 * (i / 32)) * (b[36 * (i / 32) + 4 + i % 32] as i8) as f32)
+            .collect(),
         Q8_K => (0..k)
             .map(|i| {
                 let o = 292 * (i / 256);
-                f32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]) * (b[o + 4 + i % 256] as i8) as f32
+                f32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
+                    * (b[o + 4 + i % 256] as i8) as f32
             })
             .collect(),
     }
@@ -149,15 +165,23 @@ pub fn reference_dot(t: GgmlType, wrow: &[u8], qx: &[u8], k: usize) -> (f64, f64
     let mut wd = vec![0f32; k];
     lse_kernels::dequantize_row(t, wrow, &mut wd);
     let xd = decode_activation(dt, qx, k);
-    let mag: f64 = wd.iter().zip(&xd).map(|(a, b)| (*a as f64 * *b as f64).abs()).sum();
-    let h = |b: &[u8], o: usize| f16::from_bits(u16::from_le_bytes([b[o], b[o + 1]])).to_f32() as f64;
+    let mag: f64 = wd
+        .iter()
+        .zip(&xd)
+        .map(|(a, b)| (*a as f64 * *b as f64).abs())
+        .sum();
+    let h =
+        |b: &[u8], o: usize| f16::from_bits(u16::from_le_bytes([b[o], b[o + 1]])).to_f32() as f64;
     let v = if dt == lse_kernels::quant::DotType::Q8_1 {
         let wb = t.type_size();
         (0..k / 32)
             .map(|b| {
                 let m = h(wrow, wb * b + 2);
                 let s = h(qx, 36 * b + 2);
-                (32 * b..32 * b + 32).map(|i| (wd[i] as f64 - m) * xd[i] as f64).sum::<f64>() + m * s
+                (32 * b..32 * b + 32)
+                    .map(|i| (wd[i] as f64 - m) * xd[i] as f64)
+                    .sum::<f64>()
+                    + m * s
             })
             .sum()
     } else {

@@ -40,7 +40,9 @@ impl FloatElem for Bf16E {
     const ES: usize = 2;
     #[inline(always)]
     unsafe fn load8(p: *const u8) -> __m256 {
-        _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(_mm_loadu_si128(p as *const __m128i))))
+        _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(
+            _mm_loadu_si128(p as *const __m128i),
+        )))
     }
     #[inline(always)]
     unsafe fn load1(p: *const u8) -> f32 {
@@ -50,7 +52,13 @@ impl FloatElem for Bf16E {
 
 /// Float rows, two accumulators per activation row.
 #[inline(always)]
-unsafe fn float_body<E: FloatElem, const NX: usize>(k: usize, w: *const u8, x: *const u8, xs: usize, out: &mut [f32; MR]) {
+unsafe fn float_body<E: FloatElem, const NX: usize>(
+    k: usize,
+    w: *const u8,
+    x: *const u8,
+    xs: usize,
+    out: &mut [f32; MR],
+) {
     let es = E::ES;
     let mut acc0 = [_mm256_setzero_ps(); NX];
     let mut acc1 = [_mm256_setzero_ps(); NX];
@@ -82,16 +90,34 @@ unsafe fn float_body<E: FloatElem, const NX: usize>(k: usize, w: *const u8, x: *
 }
 
 #[inline(always)]
-pub(crate) unsafe fn f32_body<O: Ops, const NX: usize>(k: usize, w: *const u8, x: *const u8, xs: usize, out: &mut [f32; MR]) {
+pub(crate) unsafe fn f32_body<O: Ops, const NX: usize>(
+    k: usize,
+    w: *const u8,
+    x: *const u8,
+    xs: usize,
+    out: &mut [f32; MR],
+) {
     float_body::<F32E, NX>(k, w, x, xs, out)
 }
 
 #[inline(always)]
-pub(crate) unsafe fn f16_body<O: Ops, const NX: usize>(k: usize, w: *const u8, x: *const u8, xs: usize, out: &mut [f32; MR]) {
+pub(crate) unsafe fn f16_body<O: Ops, const NX: usize>(
+    k: usize,
+    w: *const u8,
+    x: *const u8,
+    xs: usize,
+    out: &mut [f32; MR],
+) {
     float_body::<F16E, NX>(k, w, x, xs, out)
 }
 
 #[inline(always)]
-pub(crate) unsafe fn bf16_body<O: Ops, const NX: usize>(k: usize, w: *const u8, x: *const u8, xs: usize, out: &mut [f32; MR]) {
+pub(crate) unsafe fn bf16_body<O: Ops, const NX: usize>(
+    k: usize,
+    w: *const u8,
+    x: *const u8,
+    xs: usize,
+    out: &mut [f32; MR],
+) {
     float_body::<Bf16E, NX>(k, w, x, xs, out)
 }

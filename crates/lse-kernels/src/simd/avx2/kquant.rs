@@ -1,16 +1,22 @@
 //! AVX2 bodies of the k-quants (Q2_K … Q6_K) against Q8_K activations: each 32-element group is
 //! `vpmaddubsw` (u8 quants × i8 activations) then a multiply-accumulate with the i16 sub-block
 //! scales; mins / quant offsets come back through the activation block sums (`bsums`).
-//!
-//!/ One 32-element group of unsigned weight quants `q` with i16 scales `sc` (per pair lane)
-//!/ against group `g` of each activation row's current Q8_K block.
-//!/ Two accumulators per row (even / odd groups) keep the `vpdpwssd` dependency chains short.
 
 use super::*;
 use crate::quant::{q3_k, q4_k};
 
+/// One 32-element group of unsigned weight quants `q` with i16 scales `sc` (per pair lane)
+/// against group `g` of each activation row's current Q8_K block.
+/// Two accumulators per row (even / odd groups) keep the `vpdpwssd` dependency chains short.
 #[inline(always)]
-unsafe fn kq_group<O: Ops, const NX: usize>(q: __m256i, sc: __m256i, xq: *const u8, xs: usize, g: usize, sumi: &mut [[__m256i; 2]; NX]) {
+unsafe fn kq_group<O: Ops, const NX: usize>(
+    q: __m256i,
+    sc: __m256i,
+    xq: *const u8,
+    xs: usize,
+    g: usize,
+    sumi: &mut [[__m256i; 2]; NX],
+) {
     for j in 0..NX {
         let p = _mm256_maddubs_epi16(q, ld(xq.add(j * xs + 4 + 32 * g)));
         sumi[j][g & 1] = O::madd_acc(sumi[j][g & 1], p, sc);
@@ -23,7 +29,13 @@ unsafe fn sum2(s: [__m256i; 2]) -> __m256i {
 }
 
 #[inline(always)]
-pub(crate) unsafe fn q4_k_body<O: Ops, const NX: usize>(k: usize, w: *const u8, x: *const u8, xs: usize, out: &mut [f32; MR]) {
+pub(crate) unsafe fn q4_k_body<O: Ops, const NX: usize>(
+    k: usize,
+    w: *const u8,
+    x: *const u8,
+    xs: usize,
+    out: &mut [f32; MR],
+) {
     let mut acc = [_mm256_setzero_ps(); NX];
     let m4 = _mm256_set1_epi8(0x0f);
     for b in 0..k / 256 {
@@ -35,8 +47,22 @@ pub(crate) unsafe fn q4_k_body<O: Ops, const NX: usize>(k: usize, w: *const u8, 
             let raw = ld(wb.add(16 + 32 * c));
             let lo = _mm256_and_si256(raw, m4);
             let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(raw), m4);
-            kq_group::<O, NX>(lo, _mm256_set1_epi16(sc[2 * c] as i16), xq, xs, 2 * c, &mut sumi);
-            kq_group::<O, NX>(hi, _mm256_set1_epi16(sc[2 * c + 1] as i16), xq, xs, 2 * c + 1, &mut sumi);
+            kq_group::<O, NX>(
+                lo,
+                _mm256_set1_epi16(sc[2 * c] as i16),
+                xq,
+                xs,
+                2 * c,
+                &mut sumi,
+            );
+            kq_group::<O, NX>(
+                hi,
+                _mm256_set1_epi16(sc[2 * c + 1] as i16),
+                xq,
+                xs,
+                2 * c + 1,
+                &mut sumi,
+            );
         }
         let mins = mins16_pairs(&mn);
         let (d, dmin) = (h2f(wb), h2f(wb.add(2)));
@@ -44,7 +70,11 @@ pub(crate) unsafe fn q4_k_body<O: Ops, const NX: usize>(k: usize, w: *const u8, 
             let p = xq.add(j * xs);
             let dx = rdf32(p);
             let m = _mm256_madd_epi16(ld(p.add(260)), mins);
-            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(d * dx), _mm256_cvtepi32_ps(sum2(sumi[j])), acc[j]);
+            acc[j] = _mm256_fmadd_ps(
+                _mm256_set1_ps(d * dx),
+                _mm256_cvtepi32_ps(sum2(sumi[j])),
+                acc[j],
+            );
             acc[j] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * dx), _mm256_cvtepi32_ps(m), acc[j]);
         }
     }
@@ -60,7 +90,13 @@ unsafe fn mins16_pairs(mn: &[u8; 8]) -> __m256i {
 }
 
 #[inline(always)]
-pub(crate) unsafe fn q5_k_body<O: Ops, const NX: usize>(k: usize, w: *const u8, x: *const u8, xs: usize, out: &mut [f32; MR]) {
+pub(crate) unsafe fn q5_k_body<O: Ops, const NX: usize>(
+    k: usize,
+    w: *const u8,
+    x: *const u8,
+    xs: usize,
+    out: &mut [f32; MR],
+) {
     let mut acc = [_mm256_setzero_ps(); NX];
     let m4 = _mm256_set1_epi8(0x0f);
     let b16 = _mm256_set1_epi8(0x10);
@@ -79,8 +115,22 @@ pub(crate) unsafe fn q5_k_body<O: Ops, const NX: usize>(k: usize, w: *const u8, 
             bit = _mm256_add_epi8(bit, bit);
             let lo = _mm256_or_si256(_mm256_and_si256(raw, m4), h0);
             let hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(raw), m4), h1);
-            kq_group::<O, NX>(lo, _mm256_set1_epi16(sc[2 * c] as i16), xq, xs, 2 * c, &mut sumi);
-            kq_group::<O, NX>(hi, _mm256_set1_epi16(sc[2 * c + 1] as i16), xq, xs, 2 * c + 1, &mut sumi);
+            kq_group::<O, NX>(
+                lo,
+                _mm256_set1_epi16(sc[2 * c] as i16),
+                xq,
+                xs,
+                2 * c,
+                &mut sumi,
+            );
+            kq_group::<O, NX>(
+                hi,
+                _mm256_set1_epi16(sc[2 * c + 1] as i16),
+                xq,
+                xs,
+                2 * c + 1,
+                &mut sumi,
+            );
         }
         let mins = mins16_pairs(&mn);
         let (d, dmin) = (h2f(wb), h2f(wb.add(2)));
@@ -88,7 +138,11 @@ pub(crate) unsafe fn q5_k_body<O: Ops, const NX: usize>(k: usize, w: *const u8, 
             let p = xq.add(j * xs);
             let dx = rdf32(p);
             let m = _mm256_madd_epi16(ld(p.add(260)), mins);
-            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(d * dx), _mm256_cvtepi32_ps(sum2(sumi[j])), acc[j]);
+            acc[j] = _mm256_fmadd_ps(
+                _mm256_set1_ps(d * dx),
+                _mm256_cvtepi32_ps(sum2(sumi[j])),
+                acc[j],
+            );
             acc[j] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * dx), _mm256_cvtepi32_ps(m), acc[j]);
         }
     }
@@ -96,7 +150,13 @@ pub(crate) unsafe fn q5_k_body<O: Ops, const NX: usize>(k: usize, w: *const u8, 
 }
 
 #[inline(always)]
-pub(crate) unsafe fn q6_k_body<O: Ops, const NX: usize>(k: usize, w: *const u8, x: *const u8, xs: usize, out: &mut [f32; MR]) {
+pub(crate) unsafe fn q6_k_body<O: Ops, const NX: usize>(
+    k: usize,
+    w: *const u8,
+    x: *const u8,
+    xs: usize,
+    out: &mut [f32; MR],
+) {
     let mut acc = [_mm256_setzero_ps(); NX];
     let m4 = _mm256_set1_epi8(0x0f);
     let m2 = _mm256_set1_epi8(0x03);
@@ -125,11 +185,19 @@ pub(crate) unsafe fn q6_k_body<O: Ops, const NX: usize>(k: usize, w: *const u8, 
             for t in 0..4 {
                 let q = _mm256_or_si256(lows[t], _mm256_slli_epi16::<4>(hbits[t]));
                 let g = 4 * h + t;
-                kq_group::<O, NX>(q, two_scales(sc(2 * g), sc(2 * g + 1)), xq, xs, g, &mut sumi);
+                kq_group::<O, NX>(
+                    q,
+                    two_scales(sc(2 * g), sc(2 * g + 1)),
+                    xq,
+                    xs,
+                    g,
+                    &mut sumi,
+                );
             }
         }
         // Σ sc·(q − 32)·x = Σ sc·q·x − 32·Σ_g sc_g·bsum_g
-        let corr = _mm256_slli_epi16::<5>(_mm256_cvtepi8_epi16(_mm_loadu_si128(scp as *const __m128i)));
+        let corr =
+            _mm256_slli_epi16::<5>(_mm256_cvtepi8_epi16(_mm_loadu_si128(scp as *const __m128i)));
         let d = h2f(wb.add(208));
         for j in 0..NX {
             let p = xq.add(j * xs);
@@ -141,7 +209,13 @@ pub(crate) unsafe fn q6_k_body<O: Ops, const NX: usize>(k: usize, w: *const u8, 
 }
 
 #[inline(always)]
-pub(crate) unsafe fn q2_k_body<O: Ops, const NX: usize>(k: usize, w: *const u8, x: *const u8, xs: usize, out: &mut [f32; MR]) {
+pub(crate) unsafe fn q2_k_body<O: Ops, const NX: usize>(
+    k: usize,
+    w: *const u8,
+    x: *const u8,
+    xs: usize,
+    out: &mut [f32; MR],
+) {
     let mut acc = [_mm256_setzero_ps(); NX];
     let m2 = _mm256_set1_epi8(0x03);
     for b in 0..k / 256 {
@@ -159,17 +233,29 @@ pub(crate) unsafe fn q2_k_body<O: Ops, const NX: usize>(k: usize, w: *const u8, 
             ];
             for t in 0..4 {
                 let g = 4 * h + t;
-                kq_group::<O, NX>(qs[t], two_scales(sc(2 * g), sc(2 * g + 1)), xq, xs, g, &mut sumi);
+                kq_group::<O, NX>(
+                    qs[t],
+                    two_scales(sc(2 * g), sc(2 * g + 1)),
+                    xq,
+                    xs,
+                    g,
+                    &mut sumi,
+                );
             }
         }
         let s16 = _mm_loadu_si128(wb as *const __m128i);
-        let mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16::<4>(s16), _mm_set1_epi8(0x0f)));
+        let mins =
+            _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16::<4>(s16), _mm_set1_epi8(0x0f)));
         let (d, dmin) = (h2f(wb.add(80)), h2f(wb.add(82)));
         for j in 0..NX {
             let p = xq.add(j * xs);
             let dx = rdf32(p);
             let m = _mm256_madd_epi16(ld(p.add(260)), mins);
-            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dx * d), _mm256_cvtepi32_ps(sum2(sumi[j])), acc[j]);
+            acc[j] = _mm256_fmadd_ps(
+                _mm256_set1_ps(dx * d),
+                _mm256_cvtepi32_ps(sum2(sumi[j])),
+                acc[j],
+            );
             acc[j] = _mm256_fnmadd_ps(_mm256_set1_ps(dx * dmin), _mm256_cvtepi32_ps(m), acc[j]);
         }
     }
@@ -177,7 +263,13 @@ pub(crate) unsafe fn q2_k_body<O: Ops, const NX: usize>(k: usize, w: *const u8, 
 }
 
 #[inline(always)]
-pub(crate) unsafe fn q3_k_body<O: Ops, const NX: usize>(k: usize, w: *const u8, x: *const u8, xs: usize, out: &mut [f32; MR]) {
+pub(crate) unsafe fn q3_k_body<O: Ops, const NX: usize>(
+    k: usize,
+    w: *const u8,
+    x: *const u8,
+    xs: usize,
+    out: &mut [f32; MR],
+) {
     let mut acc = [_mm256_setzero_ps(); NX];
     let m2 = _mm256_set1_epi8(0x03);
     let b4 = _mm256_set1_epi8(0x04);
@@ -201,11 +293,20 @@ pub(crate) unsafe fn q3_k_body<O: Ops, const NX: usize>(k: usize, w: *const u8, 
                 let hi = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit), b4);
                 bit = _mm256_add_epi8(bit, bit);
                 let g = 4 * h + t;
-                kq_group::<O, NX>(_mm256_or_si256(lows[t], hi), two_scales(sc[2 * g] as i16, sc[2 * g + 1] as i16), xq, xs, g, &mut sumi);
+                kq_group::<O, NX>(
+                    _mm256_or_si256(lows[t], hi),
+                    two_scales(sc[2 * g] as i16, sc[2 * g + 1] as i16),
+                    xq,
+                    xs,
+                    g,
+                    &mut sumi,
+                );
             }
         }
         // Σ sc·(u − 4)·x = Σ sc·u·x − 4·Σ_g sc_g·bsum_g
-        let corr = _mm256_slli_epi16::<2>(_mm256_cvtepi8_epi16(_mm_loadu_si128(sc.as_ptr() as *const __m128i)));
+        let corr = _mm256_slli_epi16::<2>(_mm256_cvtepi8_epi16(_mm_loadu_si128(
+            sc.as_ptr() as *const __m128i
+        )));
         let d = h2f(wb.add(108));
         for j in 0..NX {
             let p = xq.add(j * xs);

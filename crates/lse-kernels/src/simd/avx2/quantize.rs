@@ -1,6 +1,5 @@
 //! AVX2 activation quantizers.
 //!
-//!
 //! Vector versions of the quantizers in `quant::q8_0/q8_1/q8_k` and the f16 rounding: the same
 //! single-rounding arithmetic (one multiply, round to nearest even, saturating narrow), so
 //! the bytes are identical to the scalar ones (tested).
@@ -41,7 +40,12 @@ pub(crate) unsafe fn quantize_q8_32<const SUM: bool, const SPLIT: bool>(x: &[f32
     let o = dst.as_mut_ptr();
     for b in 0..nb {
         let p = x.as_ptr().add(32 * b);
-        let v = [_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8)), _mm256_loadu_ps(p.add(16)), _mm256_loadu_ps(p.add(24))];
+        let v = [
+            _mm256_loadu_ps(p),
+            _mm256_loadu_ps(p.add(8)),
+            _mm256_loadu_ps(p.add(16)),
+            _mm256_loadu_ps(p.add(24)),
+        ];
         let amax = max_abs8(&v);
         let d = amax / 127.0;
         let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
@@ -53,13 +57,24 @@ pub(crate) unsafe fn quantize_q8_32<const SUM: bool, const SPLIT: bool>(x: &[f32
             _mm256_cvtps_epi32(_mm256_mul_ps(v[3], m)),
         ];
         let dh = f32_to_f16(d);
-        let sum = if SUM || SPLIT { hsum_i32(_mm256_add_epi32(_mm256_add_epi32(i[0], i[1]), _mm256_add_epi32(i[2], i[3]))) } else { 0 };
+        let sum = if SUM || SPLIT {
+            hsum_i32(_mm256_add_epi32(
+                _mm256_add_epi32(i[0], i[1]),
+                _mm256_add_epi32(i[2], i[3]),
+            ))
+        } else {
+            0
+        };
         let sh = f32_to_f16(d * sum as f32);
         let q = pack32(i);
         if SPLIT {
             _mm256_storeu_si256(o.add(32 * b) as *mut __m256i, q);
             (o.add(k + 4 * b) as *mut f32).write_unaligned(f16_to_f32(dh));
-            let extra = if SUM { f16_to_f32(sh).to_bits() } else { sum as u32 };
+            let extra = if SUM {
+                f16_to_f32(sh).to_bits()
+            } else {
+                sum as u32
+            };
             (o.add(k + 4 * nb + 4 * b) as *mut u32).write_unaligned(extra);
         } else {
             let ob = o.add(bb * b);
@@ -94,7 +109,8 @@ pub(crate) unsafe fn quantize_q8_k(x: &[f32], dst: &mut [u8]) {
         let am = _mm256_set1_ps(amax);
         let mut first = 0;
         for (i, vi) in v.iter().enumerate() {
-            let mask = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_EQ_OQ>(_mm256_andnot_ps(sign, *vi), am));
+            let mask =
+                _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_EQ_OQ>(_mm256_andnot_ps(sign, *vi), am));
             if mask != 0 {
                 first = 8 * i + mask.trailing_zeros() as usize;
                 break;
