@@ -49,16 +49,17 @@ if [ ! -x "$maturin" ]; then
     fi
 fi
 
+# The CLI cross-check needs an lse-server built from the same tree as the wheel
+# (built right before it).
+if [ -z "${LSE_SERVER:-}" ]; then
+    echo "test-python: building lse-server (release) for the CLI cross-check" >&2
+    cargo build --release --quiet -p lse-server
+fi
 echo "test-python: building the wheel" >&2
 "$maturin" build --release --quiet -m crates/lse-python/Cargo.toml -i "$vpy" -o "$wheels"
 wheel="$(ls "$wheels"/lse-*.whl | head -n 1)"
 "$vpy" -m pip install --quiet --force-reinstall --no-deps "$wheel"
 
-# The CLI cross-check needs an lse-server built from the same tree as the wheel.
-if [ -z "${LSE_SERVER:-}" ]; then
-    echo "test-python: building lse-server (release) for the CLI cross-check" >&2
-    cargo build --release --quiet -p lse-server
-fi
 export LSE_SERVER="${LSE_SERVER:-$target/release/lse-server}"
 export LSE_TEST_MODEL="${LSE_TEST_MODEL:-$root/models/SmolLM2-135M-Instruct.Q4_1.gguf}"
 # Run from the tests folder so `import lse` finds the installed package, not the source tree.

@@ -122,8 +122,11 @@ fn test_program() -> PathBuf {
     P.get_or_init(|| compile(&repo().join("crates/lse-capi/tests/c/test_capi.c"), "test_capi")).clone()
 }
 
+/// Status, stdout and the end of stderr (valgrind's is long).
 fn show(o: &Output) -> String {
-    format!("status {:?}\n--- stdout\n{}--- stderr\n{}", o.status, String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    let err = String::from_utf8_lossy(&o.stderr);
+    let tail = &err[err.char_indices().rev().nth(6000).map_or(0, |(i, _)| i)..];
+    format!("status {:?}\n--- stdout\n{}--- stderr (end)\n{tail}", o.status, String::from_utf8_lossy(&o.stdout))
 }
 
 fn smollm2() -> Option<PathBuf> {
@@ -134,18 +137,43 @@ fn smollm2() -> Option<PathBuf> {
     m
 }
 
-/// The command line's report for `text` scored with ctx/chunks/threads.
-/// `threads` None = the default (physical cores).
-fn cli_report(model: &Path, text: &Path, ctx: usize, chunks: usize, threads: Option<usize>) -> Value {
-    let mut cmd = Command::new(cli());
-    cmd.arg("--model").arg(model).arg("--perplexity").arg(text);
-    cmd.args(["--perplexity-ctx", &ctx.to_string(), "--perplexity-chunks", &chunks.to_string(), "--quiet"]);
-    if let Some(t) = threads {
-        cmd.args(["--threads", &t.to_string()]);
-    }
-    let o = cmd.output().unwrap();
+/// The command line's report for `text` scored with ctx/chunks and the engine options `engine_args`.
+fn cli_report(model: &Path, text: &Path, ctx: usize, chunks: usize, engine_args: &[&str]) -> Value {
+    let o = Command::new(cli())
+        .arg("--model")
+        .arg(model)
+        .arg("--perplexity")
+        .arg(text)
+        .args(["--perplexity-ctx", &ctx.to_string(), "--perplexity-chunks", &chunks.to_string(), "--quiet"])
+        .args(engine_args)
+        .output()
+        .unwrap();
     assert!(o.status.success(), "lse-server failed: {}", show(&o));
     serde_json::from_slice(&o.stdout).expect("lse-server prints JSON")
+}
+
+/// Runs the C test (under `wrapper`, e.g. valgrind, when given) with real scoring; returns its output
+/// and the report it wrote.
+fn run_c_test(wrapper: &[&str], options: &Value, text: &Path, ctx: usize, chunks: usize, name: &str) -> (Output, Option<Value>) {
+    let out = tmp().join(name);
+    let _ = std::fs::remove_file(&out);
+    let mut cmd = match wrapper.split_first() {
+        Some((w, rest)) => {
+            let mut c = Command::new(w);
+            c.args(rest).arg(test_program());
+            c
+        }
+        None => Command::new(test_program()),
+    };
+    let o = cmd
+        .arg(options.to_string())
+        .arg(text)
+        .args([ctx, chunks].map(|n| n.to_string()))
+        .arg(&out)
+        .output()
+        .unwrap();
+    let report = std::fs::read(&out).ok().map(|b| serde_json::from_slice(&b).expect("the report is JSON"));
+    (o, report)
 }
 
 /// The C test's report equals the command line's for the same request.
@@ -219,20 +247,13 @@ fn c_test_scores_like_the_cli() {
     let Some(model) = smollm2() else { return };
     let _g = heavy();
     let text = lse_testdata::shared("data/wiki.test.raw");
-    let (ctx, chunks, threads) = (128, 3, 2);
-    let reference = cli_report(&model, &text, ctx, chunks, Some(threads));
-    let out = tmp().join("report-wiki.json");
-    let _ = std::fs::remove_file(&out);
-    let o = Command::new(test_program())
-        .arg(&model)
-        .arg(&text)
-        .args([ctx, chunks, threads].map(|n| n.to_string()))
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", show(&o));
+    let (ctx, chunks) = (128, 3);
+    let reference = cli_report(&model, &text, ctx, chunks, &["--threads", "2"]);
+    let options = serde_json::json!({"model": model, "threads": 2});
+    let (o, report) = run_c_test(&[], &options, &text, ctx, chunks, "report-wiki.json");
     println!("{}", String::from_utf8_lossy(&o.stdout));
-    let report: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    let report = report.expect("the C test wrote its report");
     assert_same_report(&report, &reference);
     assert_eq!(report["scored_tokens"], (chunks * (ctx - ctx / 2 - 1)) as u64);
 }
@@ -253,13 +274,15 @@ fn example_scores_like_the_cli() {
     assert!(o.status.success(), "{}", show(&o));
     let report: Value = serde_json::from_slice(&o.stdout).expect("the example prints the report");
     // both keep every engine option at its default
-    assert_same_report(&report, &cli_report(&model, &text, ctx, chunks, None));
+    assert_same_report(&report, &cli_report(&model, &text, ctx, chunks, &[]));
 }
 
 fn valgrind() -> Option<PathBuf> {
     ["/usr/bin/valgrind", "/usr/local/bin/valgrind"].iter().map(PathBuf::from).find(|p| p.exists())
 }
 
+/// Valgrind runs the scalar kernels (it hides some of the CPU features the SIMD kernels need) about
+/// 35 times slower than native, so this run is tiny: 2 chunks of 4 tokens, one thread, a 64-token KV cache.
 #[test]
 fn c_test_under_valgrind() {
     let Some(vg) = valgrind() else {
@@ -268,24 +291,17 @@ fn c_test_under_valgrind() {
     };
     let Some(model) = smollm2() else { return };
     let _g = heavy();
-    let text = text_prefix(3000, "wiki-3k.txt");
-    let (ctx, chunks, threads) = (64, 2, 1);
-    let out = tmp().join("report-valgrind.json");
-    let _ = std::fs::remove_file(&out);
-    let o = Command::new(vg)
-        .args(["--leak-check=full", "--errors-for-leak-kinds=definite", "--error-exitcode=1"])
-        .arg(test_program())
-        .arg(&model)
-        .arg(&text)
-        .args([ctx, chunks, threads].map(|n| n.to_string()))
-        .arg(&out)
-        .output()
-        .unwrap();
+    let text = text_prefix(1000, "wiki-1k.txt");
+    let (ctx, chunks) = (4, 2);
+    let options = serde_json::json!({"model": model, "threads": 1, "dialect": "scalar", "kv_len": 64});
+    let vg = vg.to_string_lossy().into_owned();
+    let wrapper = [vg.as_str(), "--leak-check=full", "--errors-for-leak-kinds=definite", "--error-exitcode=1"];
+    let (o, report) = run_c_test(&wrapper, &options, &text, ctx, chunks, "report-valgrind.json");
     let stderr = String::from_utf8_lossy(&o.stderr);
     let summary: Vec<&str> = stderr.lines().filter(|l| l.contains("ERROR SUMMARY") || l.contains("definitely lost")).collect();
     println!("{}", summary.join("\n"));
     assert!(o.status.success(), "{}", show(&o));
     assert!(stderr.contains("ERROR SUMMARY: 0 errors"), "{}", show(&o));
-    let report: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
-    assert_same_report(&report, &cli_report(&model, &text, ctx, chunks, Some(threads)));
+    let reference = cli_report(&model, &text, ctx, chunks, &["--threads", "1", "--dialect", "scalar", "--kv-len", "64"]);
+    assert_same_report(&report.expect("the C test wrote its report"), &reference);
 }

@@ -27,10 +27,14 @@ impl Engine {
         opts.validate()?;
         let path = resolve_model_path(model)?;
         let file = Arc::new(GgufFile::open(&path)?);
-        let tokenizer = Tokenizer::from_gguf(&file).map_err(|e| EngineError::Tokenizer(e.to_string()))?;
+        let arch = file.architecture().ok_or(EngineError::NoArchitecture)?;
+        if !crate::arch::SUPPORTED.contains(&arch) {
+            return Err(EngineError::UnsupportedArchitecture(arch.to_string()));
+        }
         let weights = Weights::new(file.clone())?;
         let kv_capacity = opts.kv_len.unwrap_or(if weights.hp.n_ctx_train > 0 { weights.hp.n_ctx_train } else { FALLBACK_CTX });
         let model = Model::load(weights)?;
+        let tokenizer = Tokenizer::from_gguf(&file).map_err(|e| EngineError::Tokenizer(e.to_string()))?;
         // refuse a cache dtype the heads cannot be stored in before any request runs
         model.arch.new_session(0, opts.kv_dtype)?;
         let name = file

@@ -8,7 +8,7 @@ pub enum EngineError {
     Gguf(#[from] lse_gguf::GgufError),
     #[error("model path {0}: {1}")]
     ModelPath(String, String),
-    #[error("unsupported architecture '{0}' (supported: llama, qwen2, qwen3, gemma3, qwen35)")]
+    #[error("unsupported architecture '{0}' (supported: {list})", list = crate::arch::SUPPORTED.join(", "))]
     UnsupportedArchitecture(String),
     #[error("model file has no general.architecture key")]
     NoArchitecture,

@@ -27,9 +27,30 @@ pub use lse_kernels::Dialect;
 pub use options::{physical_cores, EngineConfig, EngineOptions, KvDtype};
 pub use weights::{Matrix, Weights};
 
-/// What a layer stack needs to compute: the backend (kernels, threads, attention kind).
+/// What a layer stack needs to compute: the backend (kernels, threads, attention kind) and a
+/// pool of scratch buffers reused across layers and ubatches of one request.
 pub struct ForwardCtx<'a> {
     pub backend: &'a dyn backend::Backend,
+    pool: std::sync::Mutex<Vec<Vec<f32>>>,
+}
+
+impl<'a> ForwardCtx<'a> {
+    pub fn new(backend: &'a dyn backend::Backend) -> ForwardCtx<'a> {
+        ForwardCtx { backend, pool: std::sync::Mutex::new(Vec::new()) }
+    }
+
+    /// A zeroed buffer of `len` floats, reusing a recycled allocation when one is free.
+    pub fn buffer(&self, len: usize) -> Vec<f32> {
+        let mut v = self.pool.lock().unwrap_or_else(|e| e.into_inner()).pop().unwrap_or_default();
+        v.clear();
+        v.resize(len, 0.0);
+        v
+    }
+
+    /// Returns a buffer for reuse.
+    pub fn recycle(&self, v: Vec<f32>) {
+        self.pool.lock().unwrap_or_else(|e| e.into_inner()).push(v);
+    }
 }
 
 /// Final-normed hidden rows (`n_rows × n_embd`).

@@ -24,7 +24,7 @@ impl Engine {
         let e = m.n_embd;
         let mut out = HiddenRows { n_rows: positions.len(), n_embd: e, data: vec![0f32; positions.len() * e] };
         let mut st = m.arch.new_session(n, self.opts.kv_dtype)?;
-        let cx = ForwardCtx { backend: &*self.backend };
+        let cx = ForwardCtx::new(&*self.backend);
         let (bs, ubs) = (self.opts.batch_size, self.opts.ubatch_size);
         let mut next = 0; // index into positions
         let mut x = Vec::new();

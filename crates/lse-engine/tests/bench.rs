@@ -13,7 +13,7 @@ fn smollm2_prefill_tokens_per_second() {
     let engine = Engine::load(&path, opts).unwrap();
     let tokens: Vec<u32> = (0..512u32).map(|i| (i * 7919 + 13) % engine.n_vocab() as u32).collect();
     let positions: Vec<usize> = (256..511).collect();
-    engine.prefill(&tokens, &positions).unwrap(); // warm-up
+    let first = engine.prefill(&tokens, &positions).unwrap(); // warm-up
     let reps = 4;
     let t = Instant::now();
     let mut hidden = None;
@@ -22,6 +22,8 @@ fn smollm2_prefill_tokens_per_second() {
     }
     let prefill = t.elapsed().as_secs_f64() / reps as f64;
     let h = hidden.unwrap();
+    let diff = first.data.iter().zip(&h.data).filter(|(a, b)| a != b).count();
+    eprintln!("{name}: repeated prefill differs in {diff} of {} hidden values", h.data.len());
     let ids: Vec<[u32; 1]> = (0..h.n_rows).map(|i| [i as u32]).collect();
     let reqs: Vec<RowRequest> = ids.iter().map(|ids| RowRequest { ids, top_k: 32 }).collect();
     let t = Instant::now();

@@ -24,13 +24,30 @@ pub struct ConditionalPerplexity {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ConditionalError {
     #[error("{argument}: shape mismatch: {message}")]
-    Shape { argument: &'static str, message: String },
+    Shape {
+        argument: &'static str,
+        message: String,
+    },
     #[error("target_ids: id {id} at [{batch}][{position}] is outside [0, {n_vocab})")]
-    TargetOutOfRange { id: String, batch: usize, position: usize, n_vocab: usize },
+    TargetOutOfRange {
+        id: String,
+        batch: usize,
+        position: usize,
+        n_vocab: usize,
+    },
     #[error("logits: non-finite value {value} in selected row [{batch}][{position}] (vocabulary index {index})")]
-    NonFinite { value: f64, batch: usize, position: usize, index: usize },
+    NonFinite {
+        value: f64,
+        batch: usize,
+        position: usize,
+        index: usize,
+    },
     #[error("response_mask: value {value} at [{batch}][{position}] is not 0/1 (or false/true)")]
-    BadMask { value: String, batch: usize, position: usize },
+    BadMask {
+        value: String,
+        batch: usize,
+        position: usize,
+    },
 }
 
 impl ConditionalError {
@@ -110,13 +127,19 @@ where
     if logits.len() != n_logits {
         return Err(ConditionalError::Shape {
             argument: "logits",
-            message: format!("expected B*T*V = {b}*{t}*{v} = {n_logits} values, got {}", logits.len()),
+            message: format!(
+                "expected B*T*V = {b}*{t}*{v} = {n_logits} values, got {}",
+                logits.len()
+            ),
         });
     }
     if target_ids.len() != rows {
         return Err(ConditionalError::Shape {
             argument: "target_ids",
-            message: format!("expected B*T = {b}*{t} = {rows} values, got {}", target_ids.len()),
+            message: format!(
+                "expected B*T = {b}*{t} = {rows} values, got {}",
+                target_ids.len()
+            ),
         });
     }
     if mask.len() != rows {
@@ -126,7 +149,7 @@ where
         });
     }
 
-    let at = |i: usize| (if t == 0 { 0 } else { i / t }, if t == 0 { 0 } else { i % t });
+    let at = |i: usize| (i.checked_div(t).unwrap_or(0), i.checked_rem(t).unwrap_or(0));
 
     // Validate the mask everywhere and the ids everywhere before any arithmetic.
     let mut selected = Vec::with_capacity(rows);
@@ -135,18 +158,30 @@ where
             Some(f) => selected.push(f),
             None => {
                 let (batch, position) = at(i);
-                return Err(ConditionalError::BadMask { value: m.to_string(), batch, position });
+                return Err(ConditionalError::BadMask {
+                    value: m.to_string(),
+                    batch,
+                    position,
+                });
             }
         }
     }
     let mut ids = Vec::with_capacity(rows);
     for (i, &x) in target_ids.iter().enumerate() {
-        let id = x.try_into().ok().filter(|&id: &i64| id >= 0 && (id as u64) < v as u64);
+        let id = x
+            .try_into()
+            .ok()
+            .filter(|&id: &i64| id >= 0 && (id as u64) < v as u64);
         match id {
             Some(id) => ids.push(id as usize),
             None => {
                 let (batch, position) = at(i);
-                return Err(ConditionalError::TargetOutOfRange { id: x.to_string(), batch, position, n_vocab: v });
+                return Err(ConditionalError::TargetOutOfRange {
+                    id: x.to_string(),
+                    batch,
+                    position,
+                    n_vocab: v,
+                });
             }
         }
     }
@@ -163,7 +198,12 @@ where
             let x = x.to_f64();
             if !x.is_finite() {
                 let (batch, position) = at(i);
-                return Err(ConditionalError::NonFinite { value: x, batch, position, index: j });
+                return Err(ConditionalError::NonFinite {
+                    value: x,
+                    batch,
+                    position,
+                    index: j,
+                });
             }
             if x > max {
                 max = x;
@@ -176,10 +216,18 @@ where
     }
 
     if count == 0 {
-        return Ok(ConditionalPerplexity { negative_log_likelihood: 0.0, perplexity: 1.0, selected_token_count: 0 });
+        return Ok(ConditionalPerplexity {
+            negative_log_likelihood: 0.0,
+            perplexity: 1.0,
+            selected_token_count: 0,
+        });
     }
     let nll = nll_sum / count as f64;
-    Ok(ConditionalPerplexity { negative_log_likelihood: nll, perplexity: nll.exp(), selected_token_count: count })
+    Ok(ConditionalPerplexity {
+        negative_log_likelihood: nll,
+        perplexity: nll.exp(),
+        selected_token_count: count,
+    })
 }
 
 #[cfg(test)]
@@ -193,7 +241,8 @@ mod tests {
     #[test]
     fn spec_example_uniform_two_selected() {
         let logits = [0.0f64; 6];
-        let r = conditional_perplexity(&logits, 1, 3, 2, &[0i64, 1, 0], &[false, true, true]).unwrap();
+        let r =
+            conditional_perplexity(&logits, 1, 3, 2, &[0i64, 1, 0], &[false, true, true]).unwrap();
         assert!(close(r.negative_log_likelihood, 0.693147, 1e-6), "{r:?}");
         assert!(close(r.perplexity, 2.0, 1e-6), "{r:?}");
         assert_eq!(r.selected_token_count, 2);
@@ -202,7 +251,8 @@ mod tests {
     #[test]
     fn spec_example_one_selected() {
         let logits = [4.0f32, 0.0, 0.0, 4.0, 9.0, -9.0, -9.0, 9.0];
-        let r = conditional_perplexity(&logits, 1, 4, 2, &[0i64, 1, 1, 0], &[0u8, 1, 0, 0]).unwrap();
+        let r =
+            conditional_perplexity(&logits, 1, 4, 2, &[0i64, 1, 1, 0], &[0u8, 1, 0, 0]).unwrap();
         // SPEC: 0.01815, 1.018316 (given to 5-6 significant digits; ln(1 + e^-4) = 0.0181499...).
         assert!(close(r.negative_log_likelihood, 0.01815, 1e-6), "{r:?}");
         assert!(close(r.perplexity, 1.018316, 1e-6), "{r:?}");
@@ -213,7 +263,14 @@ mod tests {
     fn spec_example_nothing_selected() {
         let logits = [1.0f64, -1.0, 2.0, -2.0];
         let r = conditional_perplexity(&logits, 1, 2, 2, &[0i64, 1], &[false, false]).unwrap();
-        assert_eq!(r, ConditionalPerplexity { negative_log_likelihood: 0.0, perplexity: 1.0, selected_token_count: 0 });
+        assert_eq!(
+            r,
+            ConditionalPerplexity {
+                negative_log_likelihood: 0.0,
+                perplexity: 1.0,
+                selected_token_count: 0
+            }
+        );
     }
 
     #[test]
@@ -223,10 +280,14 @@ mod tests {
         let l3 = 3f64.ln();
         let mut logits = vec![0.0f64; 2 * 2 * 4];
         logits[0..4].copy_from_slice(&[l3, 0.0, 0.0, 0.0]); // [0][0], target 0 → ln 2
-        // [1][0], [1][1] uniform → ln 4 each
-        let r = conditional_perplexity(&logits, 2, 2, 4, &[0u32, 0, 2, 3], &[1i32, 0, 1, 1]).unwrap();
+                                                            // [1][0], [1][1] uniform → ln 4 each
+        let r =
+            conditional_perplexity(&logits, 2, 2, 4, &[0u32, 0, 2, 3], &[1i32, 0, 1, 1]).unwrap();
         let expect = (2f64.ln() + 2.0 * 4f64.ln()) / 3.0;
-        assert!(close(r.negative_log_likelihood, expect, 1e-12), "{r:?} vs {expect}");
+        assert!(
+            close(r.negative_log_likelihood, expect, 1e-12),
+            "{r:?} vs {expect}"
+        );
         assert_eq!(r.selected_token_count, 3);
     }
 
@@ -261,7 +322,9 @@ mod tests {
             state ^= state << 17;
             (state >> 11) as f64 / (1u64 << 53) as f64
         };
-        let logits: Vec<f64> = (0..b * t * v).map(|_| (next() * 2.0 - 1.0) * 3000.0).collect();
+        let logits: Vec<f64> = (0..b * t * v)
+            .map(|_| (next() * 2.0 - 1.0) * 3000.0)
+            .collect();
         let ids: Vec<i64> = (0..b * t).map(|i| ((i * 3) % v) as i64).collect();
         let mask: Vec<bool> = (0..b * t).map(|i| i % 3 != 1).collect();
         let r = conditional_perplexity(&logits, b, t, v, &ids, &mask).unwrap();
@@ -275,7 +338,14 @@ mod tests {
         }
         let expect = sum / n as f64;
         assert!(r.negative_log_likelihood.is_finite());
-        assert!(close(r.negative_log_likelihood, expect, 1e-9 * expect.abs().max(1.0)), "{r:?} vs {expect}");
+        assert!(
+            close(
+                r.negative_log_likelihood,
+                expect,
+                1e-9 * expect.abs().max(1.0)
+            ),
+            "{r:?} vs {expect}"
+        );
         assert_eq!(r.selected_token_count, n);
         // Such NLLs exceed ~709: perplexity overflows to inf, which is not an error.
         if expect > 710.0 {

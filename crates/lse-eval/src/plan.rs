@@ -197,6 +197,7 @@ mod tests {
         assert_eq!(w[1].input(&toks, Some(1)), toks[10..20].to_vec());
     }
 
+    #[allow(clippy::needless_range_loop)]
     fn check_cover(n: usize, ctx: usize, stride: usize) {
         let w = plan_sliding(n, ctx, stride, None, false).unwrap();
         let mut count = vec![0u32; n];

@@ -270,6 +270,7 @@ fn report_keys_in_spec_order() {
 }
 
 #[test]
+#[allow(clippy::needless_range_loop)]
 fn sliding_256_96_over_1000() {
     let m = mock(true);
     let toks = ids(1000, 4);

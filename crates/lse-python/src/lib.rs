@@ -5,8 +5,8 @@
 //! types below and checks their shapes; the functions here do the math and the remaining checks.
 //! Every bad argument becomes a `ValueError` whose message names the argument.
 
-use lse_eval::conditional::{conditional_perplexity, ConditionalError, LogitValue};
 use lse_engine::{Dialect, EngineOptions, KvDtype};
+use lse_eval::conditional::{conditional_perplexity, ConditionalError, LogitValue};
 use numpy::{IntoPyArray, PyArray2, PyReadonlyArray2, PyReadonlyArray3, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -25,13 +25,23 @@ fn conditional<L: LogitValue + numpy::Element + Sync>(
 ) -> PyResult<(f64, f64, usize)> {
     let shape = logits.shape();
     let (b, t, v) = (shape[0], shape[1], shape[2]);
-    let l = logits.as_slice().map_err(|e| PyValueError::new_err(format!("logits: {e}")))?;
-    let ids = target_ids.as_slice().map_err(|e| PyValueError::new_err(format!("target_ids: {e}")))?;
-    let mask = response_mask.as_slice().map_err(|e| PyValueError::new_err(format!("response_mask: {e}")))?;
+    let l = logits
+        .as_slice()
+        .map_err(|e| PyValueError::new_err(format!("logits: {e}")))?;
+    let ids = target_ids
+        .as_slice()
+        .map_err(|e| PyValueError::new_err(format!("target_ids: {e}")))?;
+    let mask = response_mask
+        .as_slice()
+        .map_err(|e| PyValueError::new_err(format!("response_mask: {e}")))?;
     let r = py
         .allow_threads(|| conditional_perplexity(l, b, t, v, ids, mask))
         .map_err(value_error)?;
-    Ok((r.negative_log_likelihood, r.perplexity, r.selected_token_count))
+    Ok((
+        r.negative_log_likelihood,
+        r.perplexity,
+        r.selected_token_count,
+    ))
 }
 
 /// `(nll, perplexity, selected)` for float32 logits `[B, T, V]`, int64 ids and mask `[B, T]`.
@@ -61,9 +71,11 @@ fn conditional_perplexity_f64(
 fn eval_error(e: lse_eval::EvalError) -> PyErr {
     use lse_eval::EvalError as E;
     match e {
-        E::InvalidOption(_) | E::Input(_) | E::TooShort(_) | E::WindowTooLarge(_) | E::KldBase(_) => {
-            PyValueError::new_err(e.to_string())
-        }
+        E::InvalidOption(_)
+        | E::Input(_)
+        | E::TooShort(_)
+        | E::WindowTooLarge(_)
+        | E::KldBase(_) => PyValueError::new_err(e.to_string()),
         E::Output(_) => pyo3::exceptions::PyOSError::new_err(e.to_string()),
         E::Engine(_) => PyRuntimeError::new_err(e.to_string()),
     }
@@ -72,9 +84,10 @@ fn eval_error(e: lse_eval::EvalError) -> PyErr {
 fn engine_error(e: lse_engine::EngineError) -> PyErr {
     use lse_engine::EngineError as E;
     match e {
-        E::InvalidOption(_) | E::InvalidRequest(_) | E::InvalidToken { .. } | E::WindowTooLong { .. } => {
-            PyValueError::new_err(e.to_string())
-        }
+        E::InvalidOption(_)
+        | E::InvalidRequest(_)
+        | E::InvalidToken { .. }
+        | E::WindowTooLong { .. } => PyValueError::new_err(e.to_string()),
         E::ModelPath(..) => pyo3::exceptions::PyOSError::new_err(e.to_string()),
         _ => PyRuntimeError::new_err(e.to_string()),
     }
@@ -127,7 +140,9 @@ impl NativeEngine {
         }
         if let Some(d) = kv_cache_dtype {
             o.kv_dtype = KvDtype::parse(&d).ok_or_else(|| {
-                PyValueError::new_err(format!("kv_cache_dtype must be one of f32, f16, bf16, q8_0, got {d:?}"))
+                PyValueError::new_err(format!(
+                    "kv_cache_dtype must be one of f32, f16, bf16, q8_0, got {d:?}"
+                ))
             })?;
         }
         o.kv_len = kv_len;
@@ -138,34 +153,51 @@ impl NativeEngine {
             o.dialect = match d.as_str() {
                 "simd" => Dialect::Simd,
                 "scalar" => Dialect::Scalar,
-                _ => return Err(PyValueError::new_err(format!("dialect must be simd or scalar, got {d:?}"))),
+                _ => {
+                    return Err(PyValueError::new_err(format!(
+                        "dialect must be simd or scalar, got {d:?}"
+                    )))
+                }
             };
         }
         if let Some(c) = cpu_fallback {
             o.cpu_fallback_allowed = c;
         }
         o.validate().map_err(engine_error)?;
-        let engine = py.allow_threads(|| lse_engine::Engine::load(&model, o)).map_err(engine_error)?;
-        Ok(NativeEngine { engine, busy: Mutex::new(()) })
+        let engine = py
+            .allow_threads(|| lse_engine::Engine::load(&model, o))
+            .map_err(engine_error)?;
+        Ok(NativeEngine {
+            engine,
+            busy: Mutex::new(()),
+        })
     }
 
     /// Runs a SPEC §7 request (JSON text) and returns the SPEC §4 report as JSON text.
     fn perplexity_json(&self, py: Python<'_>, request: &str) -> PyResult<String> {
-        let v: serde_json::Value =
-            serde_json::from_str(request).map_err(|e| PyValueError::new_err(format!("request: {e}")))?;
+        let v: serde_json::Value = serde_json::from_str(request)
+            .map_err(|e| PyValueError::new_err(format!("request: {e}")))?;
         let req = lse_eval::PerplexityRequest::from_json(&v).map_err(eval_error)?;
         let report = py
-            .allow_threads(|| self.serial(|e| lse_eval::run_perplexity(e, &req, &mut lse_eval::NoProgress)))
+            .allow_threads(|| {
+                self.serial(|e| lse_eval::run_perplexity(e, &req, &mut lse_eval::NoProgress))
+            })
             .map_err(eval_error)?;
         serde_json::to_string(&report).map_err(|e| PyRuntimeError::new_err(e.to_string()))
     }
 
     /// Full logits `[T, V]` (float32) for `tokens`, run as one fresh session through the same
     /// prefill a prompt gets; row `i` is the prediction after `tokens[..=i]`.
-    fn logits<'py>(&self, py: Python<'py>, tokens: Vec<u32>) -> PyResult<Bound<'py, PyArray2<f32>>> {
+    fn logits<'py>(
+        &self,
+        py: Python<'py>,
+        tokens: Vec<u32>,
+    ) -> PyResult<Bound<'py, PyArray2<f32>>> {
         let v = self.engine.n_vocab();
         if let Some((i, &id)) = tokens.iter().enumerate().find(|(_, &id)| id as usize >= v) {
-            return Err(PyValueError::new_err(format!("tokens: id {id} at index {i} is outside the vocabulary of {v}")));
+            return Err(PyValueError::new_err(format!(
+                "tokens: id {id} at index {i} is outside the vocabulary of {v}"
+            )));
         }
         if tokens.is_empty() {
             return Ok(PyArray2::zeros(py, [0, v], false));
@@ -187,8 +219,18 @@ impl NativeEngine {
 
     /// Token ids of `text` (special tokens added as the vocabulary asks when `add_special`).
     #[pyo3(signature = (text, add_special=true, parse_special=false))]
-    fn tokenize(&self, py: Python<'_>, text: &str, add_special: bool, parse_special: bool) -> Vec<u32> {
-        py.allow_threads(|| self.engine.tokenizer().tokenize(text, add_special, parse_special))
+    fn tokenize(
+        &self,
+        py: Python<'_>,
+        text: &str,
+        add_special: bool,
+        parse_special: bool,
+    ) -> Vec<u32> {
+        py.allow_threads(|| {
+            self.engine
+                .tokenizer()
+                .tokenize(text, add_special, parse_special)
+        })
     }
 
     #[getter]

@@ -178,6 +178,15 @@ def test_text_equals_cli(engine, text_file, tmp_path, kwargs, args):
 
 
 @needs_model
+def test_pairs_equal_cli(engine, tmp_path):
+    path = HERE / "data" / "pairs.jsonl"
+    cli = _cli(["--perplexity-pairs", str(path), "--perplexity-windows", "--perplexity-token-ids"], tmp_path)
+    py = engine.perplexity(pairs=lse.read_pairs(path), include_windows=True, include_token_ids=True)
+    assert list(py) == list(cli), "key order differs"
+    assert _strip_timing(py) == _strip_timing(cli)
+
+
+@needs_model
 def test_tokens_equal_text(engine, text_file):
     text = _read(text_file)[:-1]
     by_text = engine.perplexity(text=text, ctx=64, chunks=2, include_token_ids=True)

@@ -49,7 +49,7 @@ impl Progress for StderrProgress {
         let mut err = std::io::stderr().lock();
         if self.tty {
             let width = 30;
-            let filled = if p.windows_total > 0 { width * p.windows_done / p.windows_total } else { width };
+            let filled = (width * p.windows_done).checked_div(p.windows_total).unwrap_or(width).min(width);
             let _ = write!(
                 err,
                 "\r[{}{}] {}/{} windows  {:.0} tok/s  ETA {}   ",

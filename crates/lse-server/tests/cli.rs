@@ -21,12 +21,24 @@ fn run(args: &[&str]) -> Out {
     }
 }
 
-/// A fresh folder for one test.
-fn tmp(name: &str) -> PathBuf {
+/// A fresh folder for one test, removed when dropped.
+struct Tmp(PathBuf);
+impl std::ops::Deref for Tmp {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+impl Drop for Tmp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+fn tmp(name: &str) -> Tmp {
     let d = std::env::temp_dir().join(format!("lse-cli-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    d
+    Tmp(d)
 }
 
 fn files_in(d: &Path) -> Vec<String> {
@@ -135,7 +147,7 @@ fn missing_model() {
     let d = tmp("missing-model");
     let m = d.join("nope.gguf");
     let out = d.join("out.json");
-    fails(&["--model", m.to_str().unwrap(), "--perplexity", &wiki(), "--perplexity-output", out.to_str().unwrap()], "not found", Some((&d, &[])));
+    fails(&["--model", m.to_str().unwrap(), "--perplexity", &wiki(), "--perplexity-output", out.to_str().unwrap()], "not found", Some((&*d, &[])));
     fails(&["--model", m.to_str().unwrap(), "--tokenize", &wiki()], "not found", None);
 }
 
@@ -157,7 +169,7 @@ fn invalid_utf8_text() {
     fails(
         &["--model", &tiny(), "--perplexity", t.to_str().unwrap(), "--perplexity-output", out.to_str().unwrap()],
         "offset 6",
-        Some((&d, &["bad.txt"])),
+        Some((&*d, &["bad.txt"])),
     );
     fails(&["--model", &tiny(), "--tokenize", t.to_str().unwrap()], "offset 6", None);
 }
@@ -192,7 +204,7 @@ fn unwritable_output() {
     fails(&["--model", &tiny(), "--perplexity", &wiki(), "--perplexity-output", "/nonexistent-dir/out.json"], "cannot write output file", None);
     fails(&["--model", &tiny(), "--tokenize", &wiki(), "--tokenize-output", "/nonexistent-dir/t.json"], "cannot write output file", None);
     let d = tmp("unwritable");
-    fails(&["--model", &tiny(), "--perplexity", &wiki(), "--perplexity-output", d.to_str().unwrap()], "directory", Some((&d, &[])));
+    fails(&["--model", &tiny(), "--perplexity", &wiki(), "--perplexity-output", d.to_str().unwrap()], "directory", Some((&*d, &[])));
     fails(
         &["--model", &tiny(), "--perplexity", &wiki(), "--perplexity-kld-base-out", "/nonexistent-dir/b.kld"],
         "cannot write KLD base",
@@ -207,7 +219,7 @@ fn non_base_file_as_base() {
     fails(
         &["--model", &tiny(), "--perplexity", &wiki(), "--perplexity-kld", &tiny(), "--perplexity-output", out.to_str().unwrap()],
         "not a KLD base",
-        Some((&d, &[])),
+        Some((&*d, &[])),
     );
 }
 
@@ -260,8 +272,8 @@ fn gguf_tensor(b: &[u8], name: Option<&str>) -> (usize, usize, usize, usize) {
         match t {
             0 | 1 | 7 => *o += 1,
             2 | 3 => *o += 2,
-            4 | 5 | 6 => *o += 4,
-            10 | 11 | 12 => *o += 8,
+            4..=6 => *o += 4,
+            10..=12 => *o += 8,
             8 => *o += 8 + u64_at(*o) as usize,
             9 => {
                 let et = u32_at(*o);
@@ -350,7 +362,7 @@ fn unsupported_architecture() {
     let m = d.join("m.gguf");
     std::fs::write(&m, b).unwrap();
     let out = d.join("out.json");
-    fails(&["--model", m.to_str().unwrap(), "--perplexity", &wiki(), "--perplexity-output", out.to_str().unwrap()], "llamb", Some((&d, &["m.gguf"])));
+    fails(&["--model", m.to_str().unwrap(), "--perplexity", &wiki(), "--perplexity-output", out.to_str().unwrap()], "llamb", Some((&*d, &["m.gguf"])));
 }
 
 #[cfg(feature = "engine")]
@@ -415,7 +427,7 @@ fn text_too_short() {
     let l = fails(
         &["--model", &tiny(), "--perplexity", t.to_str().unwrap(), "--perplexity-output", out.to_str().unwrap()],
         "too short",
-        Some((&d, &["t.txt"])),
+        Some((&*d, &["t.txt"])),
     );
     assert!(l.contains("1024"), "{l}");
 }
@@ -439,7 +451,7 @@ fn window_larger_than_kv_len() {
     let l = fails(
         &["--model", &tiny(), "--perplexity", &wiki(), "--kv-len", "256", "--perplexity-output", out.to_str().unwrap()],
         "--kv-len",
-        Some((&d, &[])),
+        Some((&*d, &[])),
     );
     assert!(l.contains("512") && l.contains("256"), "{l}");
 }

@@ -17,11 +17,24 @@ fn golden(rel: &str) -> Value {
     serde_json::from_slice(&std::fs::read(shared(&format!("golden/{rel}"))).unwrap()).unwrap()
 }
 
-fn tmp(name: &str) -> PathBuf {
+/// A fresh folder for one test, removed when dropped.
+struct Tmp(PathBuf);
+impl std::ops::Deref for Tmp {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+impl Drop for Tmp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+fn tmp(name: &str) -> Tmp {
     let d = std::env::temp_dir().join(format!("lse-real-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    d
+    Tmp(d)
 }
 
 /// Runs lse-server and parses its stdout as JSON; panics with stderr on failure.

@@ -3,11 +3,13 @@
  * by tests/c_api.rs (also under valgrind when it is installed).
  *
  *   test_capi -                                   bad-argument checks that need no model
- *   test_capi MODEL TEXT CTX CHUNKS THREADS OUT   all checks, and real scoring:
- *       TEXT is read like the command line's --perplexity FILE (one trailing "\n" removed) and scored
- *       with {"ctx": CTX, "chunks": CHUNKS}; the report is written to OUT for the Rust test to compare
- *       with the command line. A second request (ctx CTX/2) is scored, then both are scored again at
- *       the same time from two threads, and each concurrent report must equal its sequential one.
+ *   test_capi OPTIONS TEXT CTX CHUNKS OUT         all checks, and real scoring:
+ *       OPTIONS is the engine options JSON ({"model": ..., "threads": ...}). TEXT is read like the
+ *       command line's --perplexity FILE (one trailing "\n" removed) and scored with
+ *       {"ctx": CTX, "chunks": CHUNKS}; the report is written to OUT for the Rust test to compare with
+ *       the command line. A second request (CHUNKS - 1 chunks, at least 1) is scored, then both are
+ *       scored again at the same time from two threads, and each concurrent report must equal its
+ *       sequential one.
  *
  * Prints one line per check; exits 0 when all pass, 1 otherwise.
  */
@@ -182,8 +184,7 @@ static void bad_request(lse_engine *e, const char *request, const char *want, in
     expect_error(what, rc, err, json, want);
 }
 
-static int model_checks(const char *model, const char *text_path, int ctx, int chunks, int threads,
-                        const char *out_path) {
+static int model_checks(const char *options, const char *text_path, int ctx, int chunks, const char *out_path) {
     size_t len = 0;
     char *text = read_file(text_path, &len);
     if (!text) {
@@ -194,10 +195,6 @@ static int model_checks(const char *model, const char *text_path, int ctx, int c
     char *text_json = json_string(text, len);
     free(text);
 
-    char *model_json = json_string(model, strlen(model));
-    char options[4096];
-    snprintf(options, sizeof options, "{\"model\": %s, \"threads\": %d}", model_json, threads);
-    free(model_json);
     lse_engine *e = NULL;
     char *err = NULL;
     int rc = lse_engine_open(options, &e, &err);
@@ -230,7 +227,8 @@ static int model_checks(const char *model, const char *text_path, int ctx, int c
 
     /* the command line's request */
     char *req1 = make_request(text_json, ctx, chunks);
-    char *req2 = make_request(text_json, ctx / 2, chunks);
+    int chunks2 = chunks > 1 ? chunks - 1 : 1;
+    char *req2 = make_request(text_json, ctx, chunks2);
     free(text_json);
     char *rep1 = NULL, *rep2 = NULL;
     err = NULL;
@@ -240,7 +238,7 @@ static int model_checks(const char *model, const char *text_path, int ctx, int c
     lse_string_free(err);
     err = NULL;
     rc = lse_perplexity(e, req2, &rep2, &err);
-    CHECK(rc == LSE_OK && rep2 != NULL && err == NULL, "score ctx %d chunks %d -> rc %d %s", ctx / 2, chunks, rc,
+    CHECK(rc == LSE_OK && rep2 != NULL && err == NULL, "score ctx %d chunks %d -> rc %d %s", ctx, chunks2, rc,
           err ? err : "");
     lse_string_free(err);
 
@@ -278,10 +276,10 @@ static int model_checks(const char *model, const char *text_path, int ctx, int c
 
 int main(int argc, char **argv) {
     no_model_checks();
-    if (argc == 7) {
-        model_checks(argv[1], argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), argv[6]);
+    if (argc == 6) {
+        model_checks(argv[1], argv[2], atoi(argv[3]), atoi(argv[4]), argv[5]);
     } else if (!(argc == 2 && strcmp(argv[1], "-") == 0)) {
-        fprintf(stderr, "usage: %s - | MODEL TEXT CTX CHUNKS THREADS OUT\n", argv[0]);
+        fprintf(stderr, "usage: %s - | OPTIONS_JSON TEXT CTX CHUNKS OUT\n", argv[0]);
         return 2;
     }
     printf("%s: %d failure(s)\n", failures ? "FAILED" : "PASSED", failures);

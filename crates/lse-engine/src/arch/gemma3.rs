@@ -95,8 +95,8 @@ impl Architecture for Gemma3 {
         let b = cx.backend;
         let e = x.len() / n.max(1);
         b.scale(x, self.embd_scale);
-        let mut h = vec![0f32; x.len()];
-        let mut o = vec![0f32; x.len()];
+        let mut h = cx.buffer(x.len());
+        let mut o = cx.buffer(x.len());
         for (l, kv) in self.layers.iter().zip(st.kv.iter_mut()) {
             let kv = kv.as_mut().ok_or_else(|| EngineError::Kernel("attention layer without a cache".into()))?;
             h.copy_from_slice(x);
@@ -110,6 +110,8 @@ impl Architecture for Gemma3 {
             b.rms_norm(&mut o, e, &l.post_ffw_norm, self.eps);
             b.add(x, &o);
         }
+        cx.recycle(h);
+        cx.recycle(o);
         Ok(())
     }
 }

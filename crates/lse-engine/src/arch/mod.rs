@@ -31,6 +31,9 @@ pub trait Architecture: Send + Sync {
     fn forward(&self, cx: &ForwardCtx, st: &mut SessionState, x: &mut [f32], n: usize, pos0: usize) -> Result<(), EngineError>;
 }
 
+/// Architectures this engine runs.
+pub const SUPPORTED: &[&str] = &["llama", "qwen2", "qwen3", "gemma3", "qwen35"];
+
 /// Loads the architecture named by the file's `general.architecture`.
 pub fn load_architecture(w: &Weights) -> Result<Box<dyn Architecture>, EngineError> {
     match w.hp.arch.as_str() {
@@ -48,10 +51,14 @@ pub fn load_architecture(w: &Weights) -> Result<Box<dyn Architecture>, EngineErr
 /// present), scale 1/sqrt(head_dim_k), full causal attention.
 pub fn standard_attn(w: &Weights, il: usize, kind: RopeKind) -> Result<AttnConfig, EngineError> {
     let hp = &w.hp;
+    let n_head_kv = hp.n_head_kv(il);
+    if n_head_kv == 0 || hp.n_head % n_head_kv != 0 {
+        return Err(EngineError::Metadata(format!("layer {il}: {} query heads cannot share {n_head_kv} kv heads", hp.n_head)));
+    }
     let freq_factors = w.opt_vector("rope_freqs.weight", hp.n_rot / 2)?;
     Ok(AttnConfig {
         n_head: hp.n_head,
-        n_head_kv: hp.n_head_kv(il),
+        n_head_kv,
         head_dim_k: hp.head_dim_k,
         head_dim_v: hp.head_dim_v,
         rope: RopeParams { kind, n_rot: hp.n_rot, base: hp.rope_base, freq_scale: hp.rope_freq_scale, freq_factors },

@@ -83,9 +83,9 @@ impl AttnLayer {
         let b = cx.backend;
         let c = &self.cfg;
         let (dk, dv) = (c.head_dim_k, c.head_dim_v);
-        let mut qg = vec![0f32; n * self.w.q.n];
-        let mut k = vec![0f32; n * self.w.k.n];
-        let mut v = vec![0f32; n * self.w.v.n];
+        let mut qg = cx.buffer(n * self.w.q.n);
+        let mut k = cx.buffer(n * self.w.k.n);
+        let mut v = cx.buffer(n * self.w.v.n);
         b.matmul(&self.w.q, h, n, &mut qg);
         b.matmul(&self.w.k, h, n, &mut k);
         b.matmul(&self.w.v, h, n, &mut v);
@@ -100,12 +100,13 @@ impl AttnLayer {
         }
         // split [q | gate] per head
         let (mut q, gate) = if c.q_gate {
-            let mut q = vec![0f32; n * c.n_head * dk];
-            let mut g = vec![0f32; n * c.n_head * dk];
+            let mut q = cx.buffer(n * c.n_head * dk);
+            let mut g = cx.buffer(n * c.n_head * dk);
             for (r, src) in qg.chunks_exact(2 * dk).enumerate() {
                 q[r * dk..(r + 1) * dk].copy_from_slice(&src[..dk]);
                 g[r * dk..(r + 1) * dk].copy_from_slice(&src[dk..]);
             }
+            cx.recycle(qg);
             (q, Some(g))
         } else {
             (qg, None)
@@ -122,13 +123,17 @@ impl AttnLayer {
             b.scale(&mut q, c.q_scale);
         }
         b.kv_store(kv, pos0, n, &k, &v)?;
-        let mut att = vec![0f32; n * c.n_head * dv];
+        let mut att = cx.buffer(n * c.n_head * dv);
         let call = AttnCall { n_head: c.n_head, scale: c.kq_scale, window: c.window };
         b.attention(&q, n, pos0, kv, &call, &mut att)?;
-        if let Some(g) = &gate {
-            b.mul_sigmoid(&mut att, g);
+        if let Some(g) = gate {
+            b.mul_sigmoid(&mut att, &g);
+            cx.recycle(g);
         }
         b.matmul(&self.w.o, &att, n, out);
+        for buf in [q, k, v, att] {
+            cx.recycle(buf);
+        }
         Ok(())
     }
 }

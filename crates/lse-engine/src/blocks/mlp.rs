@@ -30,11 +30,13 @@ impl Mlp {
     /// `out` (n × n_embd) = the block applied to the normed rows `h` (n × n_embd).
     pub fn forward(&self, cx: &ForwardCtx, h: &[f32], n: usize, out: &mut [f32]) {
         let b = cx.backend;
-        let mut g = vec![0f32; n * self.gate.n];
-        let mut u = vec![0f32; n * self.up.n];
+        let mut g = cx.buffer(n * self.gate.n);
+        let mut u = cx.buffer(n * self.up.n);
         b.matmul(&self.gate, h, n, &mut g);
         b.matmul(&self.up, h, n, &mut u);
         b.glu(self.act, &mut g, &u);
         b.matmul(&self.down, &g, n, out);
+        cx.recycle(g);
+        cx.recycle(u);
     }
 }

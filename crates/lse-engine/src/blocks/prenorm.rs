@@ -29,15 +29,18 @@ impl PreNormLayer {
     pub fn forward(&self, cx: &ForwardCtx, kv: &mut LayerKv, x: &mut [f32], n: usize, pos0: usize, eps: f32) -> Result<(), EngineError> {
         let b = cx.backend;
         let e = x.len() / n.max(1);
-        let mut h = x.to_vec();
+        let mut h = cx.buffer(x.len());
+        h.copy_from_slice(x);
         b.rms_norm(&mut h, e, &self.attn_norm, eps);
-        let mut o = vec![0f32; x.len()];
+        let mut o = cx.buffer(x.len());
         self.attn.forward(cx, kv, &h, n, pos0, &mut o)?;
         b.add(x, &o);
         h.copy_from_slice(x);
         b.rms_norm(&mut h, e, &self.ffn_norm, eps);
         self.mlp.forward(cx, &h, n, &mut o);
         b.add(x, &o);
+        cx.recycle(h);
+        cx.recycle(o);
         Ok(())
     }
 }

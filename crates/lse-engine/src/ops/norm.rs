@@ -33,8 +33,8 @@ mod tests {
     #[test]
     fn unit_rms() {
         let mut x = vec![3.0f32, 4.0, 0.0, 0.0];
-        super::rms_norm(&mut x, 2, Some(&[1.0, 2.0]), 0.0);
-        let s = (12.5f32).sqrt();
+        super::rms_norm(&mut x, 2, Some(&[1.0, 2.0]), 1e-6);
+        let s = (12.5f32 + 1e-6).sqrt();
         assert!((x[0] - 3.0 / s).abs() < 1e-6 && (x[1] - 8.0 / s).abs() < 1e-6);
         assert_eq!(&x[2..], &[0.0, 0.0]);
     }

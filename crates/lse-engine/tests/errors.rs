@@ -1,0 +1,106 @@
+//! Bad input gives one clear `EngineError`, never a panic.
+
+use lse_engine::{Engine, EngineError, EngineOptions, KvDtype};
+use lse_gguf::{GgufFile, GgufWriter, Value};
+use std::path::PathBuf;
+
+fn tiny() -> PathBuf {
+    lse_testdata::shared("golden/synthetic/llama-tiny.gguf")
+}
+
+fn opts() -> EngineOptions {
+    EngineOptions { threads: 1, batch_size: 128, ubatch_size: 128, kv_len: Some(64), ..EngineOptions::default() }
+}
+
+/// llama-tiny rewritten with `edit` applied to its metadata and tensor list.
+fn rewritten(tag: &str, edit: impl Fn(&mut Vec<(String, Value)>, &mut Vec<String>)) -> PathBuf {
+    let f = GgufFile::open(&tiny()).unwrap();
+    let mut kv: Vec<(String, Value)> = f.metadata().iter().filter(|(k, _)| k != "general.alignment").cloned().collect();
+    let mut names: Vec<String> = f.tensors().iter().map(|t| t.name.clone()).collect();
+    edit(&mut kv, &mut names);
+    let mut w = GgufWriter::new();
+    for (k, v) in kv {
+        w.add_kv(k, v);
+    }
+    for n in names {
+        let t = f.tensor(&n).unwrap();
+        w.add_tensor(n.clone(), &t.dims, t.ggml_type, f.tensor_data(t).to_vec());
+    }
+    let path = std::env::temp_dir().join(format!("lse-engine-test-{}-{tag}.gguf", std::process::id()));
+    w.write(&path).unwrap();
+    path
+}
+
+#[test]
+fn invalid_options_are_refused_before_loading() {
+    let e = Engine::load(&tiny(), EngineOptions { batch_size: 64, ubatch_size: 128, ..opts() }).err().unwrap();
+    assert!(matches!(e, EngineError::InvalidOption(_)), "{e}");
+    assert!(e.to_string().contains("--ubatch-size"), "{e}");
+    let e = Engine::load(&tiny(), EngineOptions { threads: 0, ..opts() }).err().unwrap();
+    assert!(e.to_string().contains("--threads"), "{e}");
+}
+
+#[test]
+fn missing_model_path() {
+    let e = Engine::load(&PathBuf::from("/nonexistent/model.gguf"), opts()).err().unwrap();
+    assert!(matches!(e, EngineError::ModelPath(..)), "{e}");
+}
+
+#[test]
+fn unsupported_architecture() {
+    let p = rewritten("arch", |kv, _| {
+        for (k, v) in kv.iter_mut() {
+            if k == "general.architecture" {
+                *v = Value::String("mamba".into());
+            }
+        }
+    });
+    let e = Engine::load(&p, opts()).err().unwrap();
+    let _ = std::fs::remove_file(&p);
+    assert!(matches!(e, EngineError::UnsupportedArchitecture(_)), "{e}");
+    assert!(e.to_string().contains("mamba"), "{e}");
+}
+
+#[test]
+fn missing_tensor() {
+    let p = rewritten("tensor", |_, names| names.retain(|n| n != "blk.2.attn_k.weight"));
+    let e = Engine::load(&p, opts()).err().unwrap();
+    let _ = std::fs::remove_file(&p);
+    assert!(matches!(&e, EngineError::MissingTensor(n) if n == "blk.2.attn_k.weight"), "{e}");
+}
+
+#[test]
+fn window_longer_than_kv_capacity_and_bad_ids() {
+    let engine = Engine::load(&tiny(), opts()).unwrap();
+    assert_eq!(engine.kv_capacity(), 64);
+    let e = engine.prefill(&[1u32; 65], &[64]).err().unwrap();
+    assert!(matches!(e, EngineError::WindowTooLong { tokens: 65, capacity: 64 }), "{e}");
+    let e = engine.prefill(&[1, 2, 99999], &[2]).err().unwrap();
+    assert!(matches!(e, EngineError::InvalidToken { id: 99999, index: 2, .. }), "{e}");
+    let e = engine.prefill(&[1, 2, 3], &[2, 1]).err().unwrap();
+    assert!(matches!(e, EngineError::InvalidRequest(_)), "{e}");
+    let h = engine.prefill(&[1, 2, 3], &[1, 2]).unwrap();
+    let e = engine.head_reduce(&h, &[]).err().unwrap();
+    assert!(matches!(e, EngineError::InvalidRequest(_)), "{e}");
+}
+
+#[test]
+fn q8_0_cache_needs_head_dim_multiple_of_32() {
+    // llama-tiny has head_dim 16
+    let e = Engine::load(&tiny(), EngineOptions { kv_dtype: KvDtype::Q8_0, ..opts() }).err().unwrap();
+    assert!(matches!(e, EngineError::InvalidOption(_)), "{e}");
+    assert!(e.to_string().contains("q8_0"), "{e}");
+}
+
+#[test]
+fn config_reports_the_options() {
+    let engine = Engine::load(&tiny(), EngineOptions { flash_attention: false, kv_dtype: KvDtype::Bf16, ..opts() }).unwrap();
+    let c = engine.config();
+    assert_eq!(c.prefill_attention, "dense");
+    assert_eq!(c.kv_cache_dtype, "bf16");
+    assert_eq!(c.kv_capacity, 64);
+    assert_eq!(c.head_rows, 128);
+    assert!((c.prefill_attention_scale - 0.25).abs() < 1e-7, "1/sqrt(16)");
+    assert_eq!(engine.architecture(), "llama");
+    assert_eq!(engine.n_vocab(), 32000);
+}
