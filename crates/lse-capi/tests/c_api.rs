@@ -1,10 +1,10 @@
 //! The C API from C: `tests/c/test_capi.c` and `examples/score.c` are compiled with the system C
 //! compiler (`cc`, or `$CC`) against `include/lse/lse.h` and the release `liblse`, and run.
 //!
-//! The library and the reference CLI (`lse-server`) come from `target/release` of the target folder
-//! this test was built in: when this test itself is a release build they are already there (cargo
-//! builds the cdylib with the crate; `lse-server` is built on demand); otherwise
-//! `cargo build --release -p lse-capi -p lse-server` builds them (scoring a real model needs release).
+//! The library and the reference CLI (`lse-server`) are release builds from the target folder this
+//! test was built in: in a release test run, the cdylib cargo built with this test
+//! (`target/release/deps`); otherwise `cargo build --release -p lse-capi` builds it (scoring a real
+//! model needs an optimised build). `target/release/lse-server` is built when missing.
 //!
 //! The real-model tests score `wiki.test.raw` with SmolLM2 (fetched on first use; skipped with a
 //! printed reason when it cannot be had) and compare with `lse-server` for the same request.
@@ -59,19 +59,28 @@ fn cargo_build_release(packages: &[&str]) {
     assert!(out.status.success(), "cargo build --release {packages:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
 }
 
-/// `target/release`, holding `liblse` (and, after `need_cli`, `lse-server`).
-fn release_dir() -> &'static Path {
+/// The folder holding the release `liblse` to test: in a release test run, the one cargo just built
+/// for this test (`target/release/deps`); otherwise `target/release` after
+/// `cargo build --release -p lse-capi` (scoring a real model needs an optimised build).
+fn lib_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let dir = profile_dir();
-        let is_release = dir.file_name().is_some_and(|n| n == "release");
-        if !is_release || !dir.join(cdylib_name()).exists() {
-            cargo_build_release(&["lse-capi"]);
+        let deps = dir.join("deps");
+        if dir.file_name().is_some_and(|n| n == "release") && deps.join(cdylib_name()).exists() {
+            return deps;
         }
-        let release = dir.parent().unwrap().join("release");
+        cargo_build_release(&["lse-capi"]);
+        let release = release_dir().to_path_buf();
         assert!(release.join(cdylib_name()).exists(), "{} not built", release.join(cdylib_name()).display());
         release
     })
+}
+
+/// `target/release` (where `lse-server` is).
+fn release_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| profile_dir().parent().unwrap().join("release"))
 }
 
 /// The reference CLI, built on demand.
@@ -94,7 +103,7 @@ fn tmp() -> PathBuf {
 
 /// Compiles a C program against the header and the release library.
 fn compile(source: &Path, name: &str) -> PathBuf {
-    let lib = release_dir();
+    let lib = lib_dir();
     std::fs::create_dir_all(tmp()).unwrap();
     let out = tmp().join(exe(name));
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
@@ -123,6 +132,17 @@ fn test_program() -> PathBuf {
 }
 
 /// Status, stdout and the end of stderr (valgrind's is long).
+/// A command for a compiled C program: the library search path is `lib_dir()` only. (Cargo
+/// puts `target/<profile>` and its `deps` on `LD_LIBRARY_PATH` for tests, which would win over the
+/// program's rpath and could load a stale `liblse` of another build.)
+fn c_command(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut c = Command::new(program);
+    for var in ["LD_LIBRARY_PATH", "DYLD_LIBRARY_PATH", "DYLD_FALLBACK_LIBRARY_PATH"] {
+        c.env(var, lib_dir());
+    }
+    c
+}
+
 fn show(o: &Output) -> String {
     let err = String::from_utf8_lossy(&o.stderr);
     let tail = &err[err.char_indices().rev().nth(6000).map_or(0, |(i, _)| i)..];
@@ -159,11 +179,11 @@ fn run_c_test(wrapper: &[&str], options: &Value, text: &Path, ctx: usize, chunks
     let _ = std::fs::remove_file(&out);
     let mut cmd = match wrapper.split_first() {
         Some((w, rest)) => {
-            let mut c = Command::new(w);
+            let mut c = c_command(w);
             c.args(rest).arg(test_program());
             c
         }
-        None => Command::new(test_program()),
+        None => c_command(test_program()),
     };
     let o = cmd
         .arg(options.to_string())
@@ -208,7 +228,7 @@ fn text_prefix(bytes: usize, name: &str) -> PathBuf {
 
 #[test]
 fn header_matches_the_library_exports() {
-    let lib = release_dir().join(cdylib_name());
+    let lib = lib_dir().join(cdylib_name());
     let o = match Command::new("nm").args(["-D", "--defined-only"]).arg(&lib).output() {
         Ok(o) if o.status.success() => o,
         _ => {
@@ -237,7 +257,7 @@ fn header_matches_the_library_exports() {
 
 #[test]
 fn c_test_bad_arguments_without_a_model() {
-    let o = Command::new(test_program()).arg("-").output().unwrap();
+    let o = c_command(test_program()).arg("-").output().unwrap();
     assert!(o.status.success(), "{}", show(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("PASSED"), "{}", show(&o));
 }
@@ -265,7 +285,7 @@ fn example_scores_like_the_cli() {
     let text = text_prefix(4000, "wiki-4k.txt");
     let (ctx, chunks) = (64, 2);
     let program = compile(&repo().join("examples/score.c"), "score");
-    let o = Command::new(program)
+    let o = c_command(program)
         .arg(&model)
         .arg(&text)
         .args([ctx, chunks].map(|n| n.to_string()))

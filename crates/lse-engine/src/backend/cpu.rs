@@ -23,6 +23,36 @@ impl CpuBackend {
     }
 }
 
+/// Splits `x` into chunks of whole `row`-element rows (about `target` elements each) and runs `f`
+/// on every chunk (with its first row index) on the pool.
+fn par_rows(pool: &ThreadPool, x: &mut [f32], row: usize, target: usize, f: &(dyn Fn(&mut [f32], usize) + Sync)) {
+    if row == 0 || x.is_empty() {
+        return;
+    }
+    let rows = x.len() / row;
+    let per = (target / row).max(1);
+    let n_tasks = rows.div_ceil(per);
+    if n_tasks <= 1 || pool.threads() <= 1 {
+        f(x, 0);
+        return;
+    }
+    struct Ptr(*mut f32);
+    // SAFETY: tasks touch disjoint row ranges of `x`, which outlives `run`.
+    unsafe impl Sync for Ptr {}
+    let p = Ptr(x.as_mut_ptr());
+    pool.run(n_tasks, &|t| {
+        let p = &p;
+        let r0 = t * per;
+        let r1 = ((t + 1) * per).min(rows);
+        // SAFETY: rows r0..r1 belong to this task only.
+        let chunk = unsafe { std::slice::from_raw_parts_mut(p.0.add(r0 * row), (r1 - r0) * row) };
+        f(chunk, r0);
+    });
+}
+
+/// Elements per task for the elementwise ops.
+const PAR_CHUNK: usize = 1 << 15;
+
 impl Backend for CpuBackend {
     fn device_arch(&self) -> String {
         lse_kernels::device_arch(self.dialect).to_string()
@@ -50,11 +80,11 @@ impl Backend for CpuBackend {
     }
 
     fn rms_norm(&self, x: &mut [f32], dim: usize, w: &[f32], eps: f32) {
-        norm::rms_norm(x, dim, Some(w), eps);
+        par_rows(&self.pool, x, dim, PAR_CHUNK, &|c, _| norm::rms_norm(c, dim, Some(w), eps));
     }
 
     fn rope(&self, x: &mut [f32], n_heads: usize, head_dim: usize, pos0: usize, p: &rope::RopeParams) {
-        rope::rope(x, n_heads, head_dim, pos0, p);
+        par_rows(&self.pool, x, n_heads * head_dim, PAR_CHUNK, &|c, r0| rope::rope(c, n_heads, head_dim, pos0 + r0, p));
     }
 
     fn add_bias(&self, x: &mut [f32], b: &[f32]) {
@@ -81,7 +111,12 @@ impl Backend for CpuBackend {
     }
 
     fn glu(&self, a: act::Act, gate: &mut [f32], up: &[f32]) {
-        act::glu(a, gate, up);
+        const ROW: usize = 1024;
+        if gate.len() % ROW != 0 || up.len() != gate.len() {
+            act::glu(a, gate, up);
+            return;
+        }
+        par_rows(&self.pool, gate, ROW, PAR_CHUNK, &|c, r0| act::glu(a, c, &up[r0 * ROW..r0 * ROW + c.len()]));
     }
 
     fn mul_sigmoid(&self, x: &mut [f32], g: &[f32]) {
