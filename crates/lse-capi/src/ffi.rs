@@ -108,6 +108,13 @@ mod tests {
         assert_eq!(rc, LSE_ERR_INTERNAL);
     }
 
+    /// `catch_unwind` only works when panics unwind: a `panic = "abort"` profile would let a bug take
+    /// the host process down.
+    #[test]
+    fn panics_unwind() {
+        assert!(cfg!(panic = "unwind"), "lse-capi must be built with panic = \"unwind\"");
+    }
+
     #[test]
     fn nul_inside_a_message() {
         assert_eq!(take(to_c_string("a\0b")), "a\u{FFFD}b");

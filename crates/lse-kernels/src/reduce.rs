@@ -101,10 +101,8 @@ impl TopList {
     /// Offers `(id, v)`; ids must be offered in ascending order.
     #[inline]
     pub(crate) fn offer(&mut self, id: u32, v: f32) {
-        if self.items.len() == self.k && !(v > self.threshold()) {
-            return;
-        }
-        if v.is_nan() {
+        // NaN never enters; when full, only a strictly larger logit does
+        if v.is_nan() || (self.items.len() == self.k && v <= self.threshold()) {
             return;
         }
         // after every entry with logit >= v (those have lower ids on ties)

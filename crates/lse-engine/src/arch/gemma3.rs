@@ -58,13 +58,13 @@ pub fn load(w: &Weights) -> Result<Box<dyn Architecture>, EngineError> {
         _ => 1.0 / (hp.head_dim_k as f32).sqrt(),
     };
     let mut layers = Vec::with_capacity(hp.n_layer);
-    for il in 0..hp.n_layer {
+    for (il, &swa) in is_swa.iter().enumerate() {
         let p = |s: &str| format!("blk.{il}.{s}");
         require(w, &[p("attn_q_norm.weight"), p("attn_k_norm.weight")])?;
         let mut cfg = standard_attn(w, il, RopeKind::Neox)?;
         cfg.q_scale = q_scale;
         cfg.kq_scale = 1.0;
-        if is_swa[il] && n_swa > 0 {
+        if swa && n_swa > 0 {
             cfg.window = Some(n_swa);
             cfg.rope.base = base_swa;
             cfg.rope.freq_scale = 1.0;

@@ -52,7 +52,7 @@ pub fn load_architecture(w: &Weights) -> Result<Box<dyn Architecture>, EngineErr
 pub fn standard_attn(w: &Weights, il: usize, kind: RopeKind) -> Result<AttnConfig, EngineError> {
     let hp = &w.hp;
     let n_head_kv = hp.n_head_kv(il);
-    if n_head_kv == 0 || hp.n_head % n_head_kv != 0 {
+    if n_head_kv == 0 || !hp.n_head.is_multiple_of(n_head_kv) {
         return Err(EngineError::Metadata(format!("layer {il}: {} query heads cannot share {n_head_kv} kv heads", hp.n_head)));
     }
     let freq_factors = w.opt_vector("rope_freqs.weight", hp.n_rot / 2)?;

@@ -112,7 +112,7 @@ impl Backend for CpuBackend {
 
     fn glu(&self, a: act::Act, gate: &mut [f32], up: &[f32]) {
         const ROW: usize = 1024;
-        if gate.len() % ROW != 0 || up.len() != gate.len() {
+        if !gate.len().is_multiple_of(ROW) || up.len() != gate.len() {
             act::glu(a, gate, up);
             return;
         }

@@ -1,4 +1,4 @@
-//! RMS normalisation over rows, with ggml's numerics: the sum of squares in f64, then
+//! RMS normalisation over rows, with ggml's numerics: f32 squares summed in f64, then
 //! `scale = 1 / sqrtf(mean + eps)` in f32, `y = x * scale * w`.
 
 /// Normalises each row of `dim` elements of `x` in place and multiplies by `w` (when given).
@@ -9,7 +9,7 @@ pub fn rms_norm(x: &mut [f32], dim: usize, w: Option<&[f32]>, eps: f32) {
     for row in x.chunks_exact_mut(dim) {
         let mut sum = 0.0f64;
         for &v in row.iter() {
-            sum += (v as f64) * (v as f64);
+            sum += (v * v) as f64;
         }
         let mean = (sum / dim as f64) as f32;
         let scale = 1.0 / (mean + eps).sqrt();

@@ -10,7 +10,7 @@ const Q8_BYTES: usize = 34;
 pub fn kv_type_supported(t: GgmlType, n: usize) -> bool {
     match t {
         GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => true,
-        GgmlType::Q8_0 => n % Q8_BLOCK == 0,
+        GgmlType::Q8_0 => n.is_multiple_of(Q8_BLOCK),
         _ => false,
     }
 }

@@ -86,7 +86,7 @@ pub fn attention(
     if s.n_q == 0 {
         return Ok(());
     }
-    if hk == 0 || s.n_head == 0 || s.n_head % hk != 0 {
+    if hk == 0 || s.n_head == 0 || !s.n_head.is_multiple_of(hk) {
         return Err(AttnError(format!("attention: {} query heads do not group over {} kv heads", s.n_head, hk)));
     }
     if s.window == Some(0) {
