@@ -16,6 +16,8 @@ pub struct Matrix {
     pub n: usize,
     file: Arc<GgufFile>,
     index: usize,
+    /// The weights repacked for the register-tiled kernels, made on first use (shared by clones).
+    packed: Arc<std::sync::OnceLock<Option<lse_kernels::PackedMatrix>>>,
 }
 
 impl Matrix {
@@ -27,6 +29,14 @@ impl Matrix {
     /// Bytes of one row.
     pub fn row_bytes(&self) -> usize {
         self.ty.row_bytes(self.k).unwrap_or(0)
+    }
+
+    /// The packed copy for the register-tiled matmul (made once, on `pool`), or `None` when the
+    /// type or CPU has no packed kernels.
+    pub fn packed(&self, pool: &lse_kernels::ThreadPool) -> Option<&lse_kernels::PackedMatrix> {
+        self.packed
+            .get_or_init(|| lse_kernels::PackedMatrix::new(pool, self.ty, self.bytes(), self.n, self.k))
+            .as_ref()
     }
 }
 
@@ -74,7 +84,7 @@ impl Weights {
         if !lse_kernels::supports(t.ggml_type) {
             return Err(EngineError::UnsupportedTensorType(name.to_string(), t.ggml_type.name()));
         }
-        Ok(Some(Matrix { name: name.to_string(), ty: t.ggml_type, k, n, file: self.file.clone(), index }))
+        Ok(Some(Matrix { name: name.to_string(), ty: t.ggml_type, k, n, file: self.file.clone(), index, packed: Default::default() }))
     }
 
     /// A required 1-D tensor of `len` elements, as f32.

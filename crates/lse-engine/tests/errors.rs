@@ -104,3 +104,9 @@ fn config_reports_the_options() {
     assert_eq!(engine.architecture(), "llama");
     assert_eq!(engine.n_vocab(), 32000);
 }
+
+#[test]
+fn engine_can_be_shared_across_threads() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Engine>();
+}

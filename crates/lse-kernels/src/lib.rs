@@ -16,6 +16,7 @@
 pub mod attention;
 mod fp;
 mod matmul;
+pub mod packed;
 mod pool;
 pub mod quant;
 pub mod reduce;
@@ -23,6 +24,8 @@ pub mod simd;
 
 pub use fp::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
 pub use lse_gguf::GgmlType;
+pub use matmul::matmul_packed;
+pub use packed::{packable, PackedMatrix};
 pub use pool::ThreadPool;
 
 /// Which implementation family the kernels use.

@@ -71,12 +71,12 @@ impl Kernel {
 
 /// A raw output pointer shared by tasks that write disjoint elements.
 #[derive(Clone, Copy)]
-struct SendPtr<T>(*mut T);
+pub(crate) struct SendPtr<T>(pub(crate) *mut T);
 unsafe impl<T> Send for SendPtr<T> {}
 unsafe impl<T> Sync for SendPtr<T> {}
 
 impl<T> SendPtr<T> {
-    fn get(&self) -> *mut T {
+    pub(crate) fn get(&self) -> *mut T {
         self.0
     }
 }
@@ -247,4 +247,85 @@ fn run_tiles(
     } else {
         pool.run(tasks, &body);
     }
+}
+
+/// `y[m][n] = Σ_k x[m][k]·W[n][k]` for a packed `W` (see [`crate::packed`]).
+pub fn matmul_packed(
+    pool: &ThreadPool,
+    p: &crate::packed::PackedMatrix,
+    x: &[f32],
+    m: usize,
+    y: &mut [f32],
+) {
+    use crate::packed::{PMR, PNR};
+    let (n, k) = (p.n(), p.k());
+    assert!(x.len() >= m * k, "matmul_packed: activations too short");
+    assert!(y.len() >= m * n, "matmul_packed: output too short");
+    if n == 0 || m == 0 {
+        return;
+    }
+    let dt = if p.min() { DotType::Q8_1 } else { DotType::Q8_0 };
+    let layout = simd::ActLayout::Split32;
+    let xrb = simd::act_row_bytes(layout, dt, k);
+    let level = simd::level();
+    SCRATCH.with(|s| {
+        let mut buf = s.borrow_mut();
+        if buf.len() < m * xrb {
+            buf.resize(m * xrb, 0);
+        }
+        let qx = &mut buf[..m * xrb];
+        quantize_rows(pool, level, layout, dt, x, k, m, qx, xrb);
+        let qx = &*qx;
+        let threads = pool.threads();
+        let ng = n.div_ceil(PNR);
+        let gb = p.group_bytes();
+        let mut gpt = (RANGE_BYTES / gb.max(1)).clamp(1, 64);
+        let mut m_chunk = m;
+        if m * n * k < SMALL_WORK || threads == 1 {
+            gpt = if m * n * k < SMALL_WORK { ng } else { gpt };
+        } else {
+            let want = threads * 4;
+            gpt = gpt.min(ng.div_ceil(want)).max(1);
+            let gt = ng.div_ceil(gpt);
+            if gt < want {
+                let m_split = want.div_ceil(gt).min(m.div_ceil(4 * PMR)).max(1);
+                m_chunk = m.div_ceil(m_split).div_ceil(PMR) * PMR;
+            }
+        }
+        let gtasks = ng.div_ceil(gpt);
+        let tasks = gtasks * m.div_ceil(m_chunk);
+        let yp = SendPtr(y.as_mut_ptr());
+        let body = |task: usize| {
+            let g0 = (task % gtasks) * gpt;
+            let g1 = (g0 + gpt).min(ng);
+            let i0 = (task / gtasks) * m_chunk;
+            let i1 = (i0 + m_chunk).min(m);
+            let mut i = i0;
+            while i < i1 {
+                let nx = (i1 - i).min(PMR);
+                for g in g0..g1 {
+                    let c0 = g * PNR;
+                    // SAFETY: rows i..i+nx of qx exist; outputs (i.., c0..c0+ncols) are inside y
+                    // and written only by this task; the pack exists only where its kernels run.
+                    unsafe {
+                        p.tile(
+                            g,
+                            qx.as_ptr().add(i * xrb),
+                            xrb,
+                            nx,
+                            yp.get().add(i * n + c0),
+                            n,
+                            (n - c0).min(PNR),
+                        )
+                    };
+                }
+                i += nx;
+            }
+        };
+        if tasks == 1 {
+            body(0);
+        } else {
+            pool.run(tasks, &body);
+        }
+    });
 }

@@ -67,6 +67,11 @@ impl Backend for CpuBackend {
     }
 
     fn matmul(&self, w: &Matrix, x: &[f32], m: usize, y: &mut [f32]) {
+        if self.dialect == Dialect::Simd && lse_kernels::packable(w.ty) {
+            if let Some(p) = w.packed(&self.pool) {
+                return lse_kernels::matmul_packed(&self.pool, p, x, m, y);
+            }
+        }
         lse_kernels::matmul(self.dialect, &self.pool, w.ty, w.bytes(), w.n, w.k, x, m, y);
     }
 

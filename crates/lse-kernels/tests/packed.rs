@@ -1,0 +1,123 @@
+//! The packed (register-tiled AVX-512 VNNI) matmul against the scalar reference: same integer
+//! block sums, only the f32 order of the per-block terms differs.
+
+mod common;
+
+use common::*;
+use lse_kernels::quant::{dot_type, quantize_activation, scalar_dot_fn};
+use lse_kernels::{
+    dequantize_row, matmul, matmul_packed, packable, Dialect, GgmlType, PackedMatrix, ThreadPool,
+};
+
+const PACKED: &[GgmlType] = &[
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q8_0,
+];
+
+fn reference(t: GgmlType, w: &[u8], n: usize, k: usize, x: &[f32], m: usize) -> Vec<f32> {
+    let dt = dot_type(t).unwrap();
+    let dot = scalar_dot_fn(t).unwrap();
+    let rb = t.row_bytes(k).unwrap();
+    let mut y = vec![0f32; m * n];
+    for i in 0..m {
+        let mut qx = vec![0u8; dt.row_bytes(k)];
+        quantize_activation(dt, &x[i * k..(i + 1) * k], &mut qx);
+        for r in 0..n {
+            y[i * n + r] = dot(&w[r * rb..(r + 1) * rb], &qx);
+        }
+    }
+    y
+}
+
+fn mag(t: GgmlType, w: &[u8], r: usize, k: usize, x: &[f32]) -> f32 {
+    let rb = t.row_bytes(k).unwrap();
+    let mut wd = vec![0f32; k];
+    dequantize_row(t, &w[r * rb..(r + 1) * rb], &mut wd);
+    wd.iter().zip(x).map(|(a, b)| (a * b).abs()).sum()
+}
+
+#[test]
+fn packed_matmul_matches_scalar() {
+    if !PACKED.iter().all(|&t| packable(t)) {
+        println!("packed kernels not available on this CPU: skipped");
+        return;
+    }
+    let pools = [ThreadPool::new(1), ThreadPool::new(2), ThreadPool::new(3)];
+    let mut rng = Rng::new(77);
+    for &t in PACKED {
+        for (n, m, k) in [(37, 11, 320), (16, 1, 32), (301, 67, 512), (13, 203, 96), (64, 9, 576)] {
+            let w = random_weights(&mut rng, t, n, k);
+            let x = random_acts(&mut rng, m, k);
+            let want = reference(t, &w, n, k, &x, m);
+            let p = PackedMatrix::new(&pools[1], t, &w, n, k).unwrap();
+            let mut first: Option<Vec<f32>> = None;
+            for pool in &pools {
+                let mut y = vec![f32::NAN; m * n];
+                matmul_packed(pool, &p, &x, m, &mut y);
+                match &first {
+                    None => first = Some(y),
+                    Some(f) => assert_eq!(&y, f, "{} packed: threads differ", t.name()),
+                }
+            }
+            let y = first.unwrap();
+            let mut simd = vec![f32::NAN; m * n];
+            matmul(Dialect::Simd, &pools[0], t, &w, n, k, &x, m, &mut simd);
+            let mut worst = 0f32;
+            for i in 0..m {
+                for r in 0..n {
+                    let b = 2e-5 * 1.1 * mag(t, &w, r, k, &x[i * k..(i + 1) * k]) + 1e-6;
+                    let e = (y[i * n + r] - want[i * n + r]).abs();
+                    assert!(
+                        e <= b,
+                        "{} {n}x{m}x{k} y[{i}][{r}] = {} vs scalar {} (simd {})",
+                        t.name(),
+                        y[i * n + r],
+                        want[i * n + r],
+                        simd[i * n + r]
+                    );
+                    worst = worst.max(e / b);
+                }
+            }
+            println!("{:5} packed {n}x{m}x{k}: worst err/bound {worst:.3}", t.name());
+        }
+    }
+}
+
+/// `cargo test -p lse-kernels --release --test packed -- --ignored --nocapture`: GFLOP/s of the
+/// packed and row-kernel matmuls on prefill shapes, 1 thread, best of 5.
+#[test]
+#[ignore]
+fn packed_speed() {
+    if !packable(GgmlType::Q4_1) {
+        return;
+    }
+    let pool = ThreadPool::new(1);
+    let mut rng = Rng::new(3);
+    for (t, n, k, m) in [
+        (GgmlType::Q4_1, 1536, 576, 512),
+        (GgmlType::Q4_1, 576, 1536, 512),
+        (GgmlType::Q5_0, 2048, 640, 512),
+        (GgmlType::Q8_0, 8192, 640, 128),
+    ] {
+        let w = random_weights(&mut rng, t, n, k);
+        let x = random_acts(&mut rng, m, k);
+        let p = PackedMatrix::new(&pool, t, &w, n, k).unwrap();
+        let mut y = vec![0f32; m * n];
+        let flops = 2.0 * (m * n * k) as f64;
+        let time = |f: &mut dyn FnMut()| {
+            let mut best = f64::MAX;
+            for _ in 0..5 {
+                let t0 = std::time::Instant::now();
+                f();
+                best = best.min(t0.elapsed().as_secs_f64());
+            }
+            flops / best / 1e9
+        };
+        let a = time(&mut || matmul(Dialect::Simd, &pool, t, &w, n, k, &x, m, &mut y));
+        let b = time(&mut || matmul_packed(&pool, &p, &x, m, &mut y));
+        println!("{:5} n={n} k={k} m={m}: row kernels {a:.0} GFLOP/s, packed {b:.0} GFLOP/s", t.name());
+    }
+}
