@@ -49,6 +49,10 @@ impl std::fmt::Debug for PackedMatrix {
 
 /// (4-bit storage, Q8_1 family, SH) of a packable type.
 fn format(t: GgmlType) -> Option<(bool, bool, i32)> {
+    let only = std::env::var("LSE_PACKED_ONLY").ok();
+    if let Some(o) = only {
+        if o != t.name() { return None; }
+    }
     Some(match t {
         GgmlType::Q4_0 => (true, false, 3),
         GgmlType::Q4_1 => (true, true, 0),
@@ -60,11 +64,15 @@ fn format(t: GgmlType) -> Option<(bool, bool, i32)> {
 }
 
 /// True when this CPU runs the packed kernels (AVX-512 F/BW/VNNI and the SIMD level not capped
-/// below AVX-512 by `LSE_SIMD`).
+/// below AVX-512 by `LSE_SIMD`); `LSE_PACKED=0` turns them off (for A/B comparisons).
 pub fn packed_available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        crate::simd::level() == crate::simd::Level::Avx512
+        static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *ON.get_or_init(|| {
+            crate::simd::level() == crate::simd::Level::Avx512
+                && std::env::var("LSE_PACKED").map_or(true, |v| v != "0")
+        })
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
