@@ -138,7 +138,7 @@ pub fn reduce_full(row: &[f32], ids: &[u32], top_k: usize) -> Reduction {
             am = i;
         }
     }
-    let s: f64 = row.iter().map(|&l| (l - m).exp() as f64).sum();
+    let s: f64 = row.iter().map(|&l| (l as f64 - m as f64).exp()).sum();
     let mut top: Vec<(u32, f32)> = Vec::new();
     if top_k > 0 {
         let mut idx: Vec<u32> = (0..row.len() as u32).collect();

@@ -57,10 +57,11 @@ pub fn percentile(sorted: &[f64], phi: f64) -> f64 {
     (1.0 - w) * sorted[k] + w * sorted[k1]
 }
 
-/// Natural log-probability from a reduction's parts, llama.cpp's way: `(l - max)` in f32, then f64.
+/// Natural log-probability from a reduction's parts, all in f64 (llama.cpp forms `l - max` in f32:
+/// at most half an f32 ulp of the difference apart, far below its printed digits).
 #[inline]
 pub fn log_prob(logit: f32, max: f32, ln_sum_exp: f64) -> f64 {
-    (logit - max) as f64 - ln_sum_exp
+    (logit as f64 - max as f64) - ln_sum_exp
 }
 
 /// The K+1-outcome KL divergence of SPEC §5.2. `base_logp[i]` and `this_logp[i]` are the log-probs of

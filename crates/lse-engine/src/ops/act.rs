@@ -33,9 +33,22 @@ pub fn gelu_tanh_ggml(x: f32) -> f32 {
     } else if x >= 10.0 {
         x
     } else {
-        let xh = f16::from_f32(x).to_f32();
-        f16::from_f32(gelu_tanh(xh)).to_f32()
+        gelu_table()[f16::from_f32(x).to_bits() as usize]
     }
+}
+
+/// The table `gelu_tanh_ggml` reads: for every f16 bit pattern h, f16(gelu_tanh(h)) as f32
+/// (built once, 256 KiB).
+fn gelu_table() -> &'static [f32; 65536] {
+    static TABLE: std::sync::OnceLock<Box<[f32; 65536]>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut t = Box::new([0f32; 65536]);
+        for (h, v) in t.iter_mut().enumerate() {
+            let x = f16::from_bits(h as u16).to_f32();
+            *v = f16::from_f32(gelu_tanh(x)).to_f32();
+        }
+        t
+    })
 }
 
 /// `gate[i] = act(gate[i]) * up[i]`.
@@ -57,4 +70,25 @@ pub fn glu(act: Act, gate: &mut [f32], up: &[f32]) {
 #[inline]
 pub fn sigmoid(x: f32) -> f32 {
     1.0 / (1.0 + (-x).exp())
+}
+
+#[cfg(test)]
+mod gelu_table_tests {
+    use super::*;
+
+    #[test]
+    fn table_equals_direct_f16_gelu() {
+        let mut x = -10.5f32;
+        while x < 10.5 {
+            let direct = if x <= -10.0 {
+                0.0
+            } else if x >= 10.0 {
+                x
+            } else {
+                f16::from_f32(gelu_tanh(f16::from_f32(x).to_f32())).to_f32()
+            };
+            assert_eq!(gelu_tanh_ggml(x).to_bits(), direct.to_bits(), "x = {x}");
+            x += 0.000_731;
+        }
+    }
 }
