@@ -1,11 +1,10 @@
-//! Prefill throughput on SmolLM2 at ctx 512, 2 threads (ignored; run with --ignored --nocapture).
+//! Prefill throughput at ctx 512 (default SmolLM2, 2 threads): `cargo bench -p lse-engine --bench prefill`.
+//! `LSE_BENCH_MODEL=gemma3` and `LSE_BENCH_THREADS=N` choose another model or thread count.
 
 use lse_engine::{Dialect, Engine, EngineOptions, KvDtype, RowRequest};
 use std::time::Instant;
 
-#[test]
-#[ignore]
-fn smollm2_prefill_tokens_per_second() {
+fn main() {
     let name = std::env::var("LSE_BENCH_MODEL").unwrap_or("smollm2".into());
     let Some(path) = lse_testdata::model(&name) else { return };
     let threads = std::env::var("LSE_BENCH_THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(2);
