@@ -54,7 +54,7 @@ def main():
 
     subprocess.run([os.path.join(ROOT, "scripts/get-models.sh")] + a.models, check=True)
     subprocess.run(["cargo", "build", "--quiet", "--release", "-p", "lse-server"], cwd=ROOT, check=True)
-    lse = os.path.join(ROOT, "target/release/lse-server")
+    lse = os.path.join(os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target"), "release/lse-server")
     text = os.path.join(ROOT, "data/wiki.test.raw")
     have_llama = bool(a.llama_perplexity) and os.path.exists(a.llama_perplexity)
     tokens = a.chunks * CTX

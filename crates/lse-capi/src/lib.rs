@@ -34,10 +34,7 @@ pub const LSE_ERR_INTERNAL: c_int = 3;
 /// The engine handle behind the C type `lse_engine` (opaque to C).
 pub struct LseEngine {
     /// Held for the whole of a `lse_perplexity` call: calls on one engine run one at a time.
-    #[cfg(feature = "engine")]
     engine: Mutex<lse_engine::Engine>,
-    #[cfg(not(feature = "engine"))]
-    engine: Mutex<()>,
     /// What the engine was opened with.
     pub options: OpenOptions,
 }
@@ -79,18 +76,10 @@ pub unsafe extern "C" fn lse_engine_open(options_json: *const c_char, out: *mut 
     })
 }
 
-#[cfg(feature = "engine")]
 fn open(options: OpenOptions) -> Result<LseEngine, Failure> {
-    let eo = options.engine_options();
-    eo.validate().map_err(|e| Failure::argument(e.to_string()))?;
-    let engine = lse_engine::Engine::load(&options.model, eo).map_err(|e| Failure::run(e.to_string()))?;
+    options.engine.validate().map_err(|e| Failure::argument(e.to_string()))?;
+    let engine = lse_engine::Engine::load(&options.model, options.engine.clone()).map_err(|e| Failure::run(e.to_string()))?;
     Ok(LseEngine { engine: Mutex::new(engine), options })
-}
-
-#[cfg(not(feature = "engine"))]
-fn open(options: OpenOptions) -> Result<LseEngine, Failure> {
-    let _ = options;
-    Err(Failure::run("this liblse was built without the engine (cargo feature `engine` of lse-capi)".into()))
 }
 
 /// Scores a request. See `lse.h`.
@@ -127,7 +116,6 @@ pub fn parse_request(json: &str) -> Result<lse_eval::PerplexityRequest, String> 
 }
 
 /// Scores `json` on the engine (waiting for any call in flight) and returns the report's JSON text.
-#[cfg(feature = "engine")]
 fn perplexity(handle: &LseEngine, json: &str) -> Result<String, Failure> {
     let req = parse_request(json).map_err(Failure::argument)?;
     // A panic inside an earlier call poisons the mutex; the engine holds no per-call state (every
@@ -136,13 +124,6 @@ fn perplexity(handle: &LseEngine, json: &str) -> Result<String, Failure> {
     let report = lse_eval::run_perplexity(&engine, &req, &mut lse_eval::NoProgress).map_err(|e| Failure::run(e.to_string()))?;
     drop(engine);
     serde_json::to_string(&report).map_err(|e| Failure::internal(format!("cannot serialise the report: {e}")))
-}
-
-#[cfg(not(feature = "engine"))]
-fn perplexity(handle: &LseEngine, json: &str) -> Result<String, Failure> {
-    let _req = parse_request(json).map_err(Failure::argument)?;
-    let _lock = handle.engine.lock().unwrap_or_else(|p| p.into_inner());
-    Err(Failure::run("this liblse was built without the engine (cargo feature `engine` of lse-capi)".into()))
 }
 
 /// Frees a string returned by the library. NULL is ignored. See `lse.h`.

@@ -1,41 +1,17 @@
 //! The engine options object of `lse_engine_open` (SPEC §2, option names without the leading dashes,
 //! with `_` for `-`): parsed and checked here, before any model work.
 
+use lse_engine::{parse_dialect, EngineOptions, KvDtype};
 use serde_json::Value;
 use std::path::PathBuf;
 
-/// Kernel family (`dialect`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dialect {
-    Simd,
-    Scalar,
-}
-
-/// KV cache element type (`kv_cache_dtype`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KvDtype {
-    F32,
-    F16,
-    Bf16,
-    Q8_0,
-}
-
-/// The engine options of one `lse_engine_open` call. `None` = the SPEC default.
+/// The engine options of one `lse_engine_open` call; a field left out or null takes the SPEC default.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OpenOptions {
     /// A `.gguf` file, or a folder holding one model (required).
     pub model: PathBuf,
-    pub dialect: Dialect,
-    /// Compute threads; default: physical cores.
-    pub threads: Option<usize>,
-    pub batch_size: usize,
-    pub ubatch_size: usize,
-    pub kv_cache_dtype: KvDtype,
-    /// KV capacity in tokens; default: the model's context length.
-    pub kv_len: Option<usize>,
-    /// `flash_prefill_v2`: fused tiled attention (true) or dense attention (false).
-    pub flash_prefill_v2: bool,
-    pub no_cpu_fallback: bool,
+    /// `dialect` … `no_cpu_fallback`.
+    pub engine: EngineOptions,
     pub no_mtp: bool,
 }
 
@@ -110,18 +86,8 @@ impl OpenOptions {
     pub fn from_json(v: &Value) -> Result<OpenOptions, String> {
         let o = v.as_object().ok_or_else(|| format!("engine options must be a JSON object, got {}", describe(v)))?;
         let mut model = None;
-        let mut opts = OpenOptions {
-            model: PathBuf::new(),
-            dialect: Dialect::Simd,
-            threads: None,
-            batch_size: 2048,
-            ubatch_size: 512,
-            kv_cache_dtype: KvDtype::F16,
-            kv_len: None,
-            flash_prefill_v2: true,
-            no_cpu_fallback: false,
-            no_mtp: false,
-        };
+        let mut opts = OpenOptions { model: PathBuf::new(), engine: EngineOptions::default(), no_mtp: false };
+        let e = &mut opts.engine;
         for (k, x) in o {
             match k.as_str() {
                 "model" => model = string(k, x, "a .gguf file or a folder holding one")?.map(PathBuf::from),
@@ -133,32 +99,25 @@ impl OpenOptions {
                     Some(p) => return Err(format!("unknown engine option pool \"{p}\" (allowed: cpu)")),
                 },
                 "dialect" => {
-                    opts.dialect = match string(k, x, "simd or scalar")? {
-                        None | Some("simd") => Dialect::Simd,
-                        Some("scalar") => Dialect::Scalar,
-                        Some(d) => return Err(format!("unknown engine option dialect \"{d}\" (allowed: simd, scalar)")),
+                    if let Some(d) = string(k, x, "simd or scalar")? {
+                        e.dialect = parse_dialect(d)
+                            .ok_or_else(|| format!("unknown engine option dialect \"{d}\" (allowed: simd, scalar)"))?;
                     }
                 }
-                "threads" => opts.threads = positive(k, x)?,
-                "batch_size" => opts.batch_size = positive(k, x)?.unwrap_or(2048),
-                "ubatch_size" => opts.ubatch_size = positive(k, x)?.unwrap_or(512),
+                "threads" => e.threads = positive(k, x)?.unwrap_or(e.threads),
+                "batch_size" => e.batch_size = positive(k, x)?.unwrap_or(e.batch_size),
+                "ubatch_size" => e.ubatch_size = positive(k, x)?.unwrap_or(e.ubatch_size),
                 "kv_cache_dtype" => {
-                    opts.kv_cache_dtype = match string(k, x, "f32, f16, bf16 or q8_0")? {
-                        None | Some("f16") => KvDtype::F16,
-                        Some("f32") => KvDtype::F32,
-                        Some("bf16") => KvDtype::Bf16,
-                        Some("q8_0") => KvDtype::Q8_0,
-                        Some(d) => {
-                            return Err(format!(
-                                "unknown engine option kv_cache_dtype \"{d}\" (allowed: f32, f16, bf16, q8_0)"
-                            ))
-                        }
+                    if let Some(t) = string(k, x, "f32, f16, bf16 or q8_0")? {
+                        e.kv_dtype = KvDtype::parse(t).ok_or_else(|| {
+                            format!("unknown engine option kv_cache_dtype \"{t}\" (allowed: f32, f16, bf16, q8_0)")
+                        })?;
                     }
                 }
-                "kv_len" => opts.kv_len = positive(k, x)?,
+                "kv_len" => e.kv_len = positive(k, x)?,
                 "flash_prefill_v2" => {
                     // true/false, or the CLI's spelling "on"/"off"
-                    opts.flash_prefill_v2 = match x {
+                    e.flash_attention = match x {
                         Value::String(s) if s == "on" => true,
                         Value::String(s) if s == "off" => false,
                         _ => flag(k, x)
@@ -168,7 +127,7 @@ impl OpenOptions {
                             .unwrap_or(true),
                     }
                 }
-                "no_cpu_fallback" => opts.no_cpu_fallback = flag(k, x)?.unwrap_or(false),
+                "no_cpu_fallback" => e.cpu_fallback_allowed = !flag(k, x)?.unwrap_or(false),
                 "no_mtp" => opts.no_mtp = flag(k, x)?.unwrap_or(false),
                 other => {
                     return Err(format!("unknown engine option \"{other}\" (allowed: {})", FIELDS.join(", ")));
@@ -179,41 +138,16 @@ impl OpenOptions {
         if opts.model.as_os_str().is_empty() {
             return Err("engine option model is empty (a .gguf file or a folder holding one)".into());
         }
-        if opts.ubatch_size > opts.batch_size {
+        if opts.engine.ubatch_size > opts.engine.batch_size {
             return Err(format!(
                 "engine option ubatch_size ({}) must not exceed batch_size ({}) (allowed: 1 to the batch size)",
-                opts.ubatch_size, opts.batch_size
+                opts.engine.ubatch_size, opts.engine.batch_size
             ));
         }
         if std::env::var("LSE_REQUIRE_DEVICE_KERNELS").is_ok_and(|v| v == "1") {
-            opts.no_cpu_fallback = true;
+            opts.engine.cpu_fallback_allowed = false;
         }
         Ok(opts)
-    }
-
-    /// The engine's options for these.
-    #[cfg(feature = "engine")]
-    pub fn engine_options(&self) -> lse_engine::EngineOptions {
-        let mut o = lse_engine::EngineOptions::default();
-        if let Some(t) = self.threads {
-            o.threads = t;
-        }
-        o.batch_size = self.batch_size;
-        o.ubatch_size = self.ubatch_size;
-        o.kv_dtype = match self.kv_cache_dtype {
-            KvDtype::F32 => lse_engine::KvDtype::F32,
-            KvDtype::F16 => lse_engine::KvDtype::F16,
-            KvDtype::Bf16 => lse_engine::KvDtype::Bf16,
-            KvDtype::Q8_0 => lse_engine::KvDtype::Q8_0,
-        };
-        o.kv_len = self.kv_len;
-        o.flash_attention = self.flash_prefill_v2;
-        o.dialect = match self.dialect {
-            Dialect::Simd => lse_engine::Dialect::Simd,
-            Dialect::Scalar => lse_engine::Dialect::Scalar,
-        };
-        o.cpu_fallback_allowed = !self.no_cpu_fallback;
-        o
     }
 }
 
@@ -230,24 +164,26 @@ mod tests {
         )
         .unwrap();
         assert_eq!(o.model, PathBuf::from("m.gguf"));
-        assert_eq!(o.dialect, Dialect::Scalar);
-        assert_eq!(o.threads, Some(3));
-        assert_eq!((o.batch_size, o.ubatch_size), (1024, 256));
-        assert_eq!(o.kv_cache_dtype, KvDtype::Bf16);
-        assert_eq!(o.kv_len, Some(4096));
-        assert!(!o.flash_prefill_v2 && o.no_cpu_fallback && o.no_mtp);
+        let e = &o.engine;
+        assert_eq!(e.dialect, lse_engine::Dialect::Scalar);
+        assert_eq!(e.threads, 3);
+        assert_eq!((e.batch_size, e.ubatch_size), (1024, 256));
+        assert_eq!(e.kv_dtype, KvDtype::Bf16);
+        assert_eq!(e.kv_len, Some(4096));
+        assert!(!e.flash_attention && !e.cpu_fallback_allowed && o.no_mtp);
     }
 
     #[test]
     fn defaults_and_nulls() {
         let o = OpenOptions::parse(r#"{"model": "m.gguf", "threads": null, "flash_prefill_v2": "on"}"#).unwrap();
-        assert_eq!(o.threads, None);
-        assert_eq!((o.batch_size, o.ubatch_size), (2048, 512));
-        assert_eq!(o.kv_cache_dtype, KvDtype::F16);
-        assert_eq!(o.dialect, Dialect::Simd);
-        assert!(o.flash_prefill_v2);
+        let e = &o.engine;
+        assert_eq!(e.threads, lse_engine::physical_cores());
+        assert_eq!((e.batch_size, e.ubatch_size), (2048, 512));
+        assert_eq!(e.kv_dtype, KvDtype::F16);
+        assert_eq!(e.dialect, lse_engine::Dialect::Simd);
+        assert!(e.flash_attention);
         let o = OpenOptions::parse(r#"{"model": "m.gguf", "flash_prefill_v2": "off"}"#).unwrap();
-        assert!(!o.flash_prefill_v2);
+        assert!(!o.engine.flash_attention);
     }
 
     #[test]

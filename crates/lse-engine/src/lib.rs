@@ -14,6 +14,7 @@ mod head;
 pub mod hparams;
 pub mod kv_cache;
 mod model;
+mod model_path;
 pub mod ops;
 mod options;
 mod session;
@@ -24,7 +25,8 @@ pub use error::EngineError;
 pub use head::HEAD_ROWS;
 pub use hparams::HParams;
 pub use lse_kernels::Dialect;
-pub use options::{physical_cores, EngineConfig, EngineOptions, KvDtype};
+pub use model_path::resolve_model_path;
+pub use options::{parse_dialect, physical_cores, EngineConfig, EngineOptions, KvDtype};
 pub use weights::{Matrix, Weights};
 
 /// What a layer stack needs to compute: the backend (kernels, threads, attention kind) and a

@@ -45,8 +45,17 @@ impl KvDtype {
     }
 }
 
+/// Parses the `--dialect` spelling: `simd` or `scalar`.
+pub fn parse_dialect(s: &str) -> Option<Dialect> {
+    match s {
+        "simd" => Some(Dialect::Simd),
+        "scalar" => Some(Dialect::Scalar),
+        _ => None,
+    }
+}
+
 /// Options shared by every mode.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct EngineOptions {
     pub threads: usize,
     pub batch_size: usize,

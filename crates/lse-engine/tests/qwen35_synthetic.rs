@@ -34,20 +34,7 @@ fn run(o: EngineOptions) -> Scores {
 /// Asserts the acceptance bounds (mean KLD <= 1e-3, same top-1 >= 98%, every running chunk
 /// PPL within 0.5% of llama.cpp's) and prints the measured numbers.
 fn check(tag: &str, s: &Scores) {
-    let dir = lse_testdata::shared("golden/synthetic");
-    let ppl_gold: Vec<f64> =
-        read_json(&dir.join(format!("{NAME}.ppl.json")))["chunk_ppl"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
-    let ppl = s.running_ppl(CTX - CTX / 2 - 1);
-    let worst = ppl.iter().zip(&ppl_gold).map(|(a, b)| (a / b - 1.0).abs()).fold(0.0, f64::max);
-    eprintln!(
-        "{NAME} {tag}: mean KLD {:.3e} (max {:.3e}), top-1 {:.2}%, PPL {:.4} vs {:.4} (worst chunk diff {:.4}%)",
-        s.mean_kld(),
-        s.max_kld(),
-        100.0 * s.top1(),
-        ppl.last().unwrap(),
-        ppl_gold.last().unwrap(),
-        100.0 * worst
-    );
+    let (ppl, ppl_gold, worst) = synthetic_ppl(NAME, CTX, &format!("{NAME} {tag}"), s);
     assert_eq!(ppl.len(), ppl_gold.len(), "{tag}: chunk count");
     assert!(s.mean_kld() <= 1e-3, "{tag}: mean KLD {:.3e} > 1e-3", s.mean_kld());
     assert!(s.top1() >= 0.98, "{tag}: same top-1 {:.2}% < 98%", 100.0 * s.top1());

@@ -48,15 +48,7 @@ fn windows(name: &str, engine: &Engine) -> Vec<GoldWindow> {
             if let Some(b) = bos {
                 input[0] = b;
             }
-            let rows: Vec<GoldRow> = gold["windows"][c]["tokens"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|t| GoldRow {
-                    target: t["target"].as_u64().unwrap() as u32,
-                    top: t["top"].as_array().unwrap().iter().map(|p| (p[0].as_u64().unwrap() as u32, p[1].as_f64().unwrap())).collect(),
-                })
-                .collect();
+            let rows = parse_rows(&gold["windows"][c]["tokens"]);
             for (j, r) in rows.iter().enumerate() {
                 assert_eq!(r.target, ids[c * CTX + CTX / 2 + 1 + j], "{name}: chunk {c} target {j} differs from the tokenized text");
             }

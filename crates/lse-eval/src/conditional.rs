@@ -239,6 +239,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::approx_constant)] // the SPEC's printed value, not ln 2
     fn spec_example_uniform_two_selected() {
         let logits = [0.0f64; 6];
         let r =

@@ -1,6 +1,6 @@
 //! Scoring: window plans, LM-head reductions to NLL/top-K, KL bases, statistics and the JSON report.
 //!
-//! The entry point is [`run_perplexity`] (feature `engine`, on by default): it takes a loaded
+//! The entry point is [`run_perplexity`]: it takes a loaded
 //! `lse_engine::Engine` and a [`PerplexityRequest`] and returns the SPEC §4 report as a
 //! `serde_json::Value` with keys in order. The loop itself is generic over [`Scorer`]
 //! ([`run_with`]), so it is tested with analytically known logits.
@@ -29,7 +29,6 @@ pub use scorer::{Reduction, RowRequest, Scorer};
 
 /// Scores `req` with `engine` and returns the SPEC §4 report (keys in order).
 /// Validation, KLD-base checks and output-path checks happen before any model work.
-#[cfg(feature = "engine")]
 pub fn run_perplexity(
     engine: &lse_engine::Engine,
     req: &PerplexityRequest,

@@ -2,7 +2,7 @@
 //!
 //! The loop needs: the vocabulary facts, a tokenizer, a fresh-session prefill that returns hidden
 //! rows at the scored positions, and the LM head over a block of those rows (reduced, or full logits
-//! for the llama.cpp-base path only). `lse_engine::Engine` implements it (feature `engine`); tests
+//! for the llama.cpp-base path only). `lse_engine::Engine` implements it; tests
 //! implement it with analytically known logits.
 
 use crate::error::Result;
@@ -55,7 +55,6 @@ pub trait Scorer {
     fn head_logits(&self, rows: &Self::Rows, range: Range<usize>) -> Result<Vec<f32>>;
 }
 
-#[cfg(feature = "engine")]
 mod engine_impl {
     use super::*;
     use crate::error::EvalError;

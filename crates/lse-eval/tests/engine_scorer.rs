@@ -1,6 +1,5 @@
 //! `run_perplexity` on the real engine with the synthetic llama-tiny model (ctx 128, 8 chunks)
 //! against llama.cpp's outputs in ../shared/golden/synthetic.
-#![cfg(feature = "engine")]
 
 use lse_engine::{Engine, EngineOptions};
 use lse_eval::{run_perplexity, NoProgress, PerplexityInput, PerplexityRequest, Scorer};

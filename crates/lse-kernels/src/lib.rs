@@ -13,6 +13,7 @@
 //! Q6_K ([`supports`]). Callers check `supports` when binding weights; the kernels themselves
 //! assert their length contracts.
 
+pub mod act;
 pub mod attention;
 mod fp;
 mod matmul;

@@ -266,7 +266,7 @@ pub fn matmul_packed(
     }
     let dt = if p.min() { DotType::Q8_1 } else { DotType::Q8_0 };
     let layout = simd::ActLayout::Split32;
-    let xrb = simd::act_row_bytes(layout, dt, k);
+    let xrb = simd::act_row_bytes(layout, dt, k) + if p.sub16() { 4 * (k / 32) } else { 0 };
     let level = simd::level();
     SCRATCH.with(|s| {
         let mut buf = s.borrow_mut();
@@ -274,7 +274,11 @@ pub fn matmul_packed(
             buf.resize(m * xrb, 0);
         }
         let qx = &mut buf[..m * xrb];
-        quantize_rows(pool, level, layout, dt, x, k, m, qx, xrb);
+        if p.q8k_activations() {
+            quantize_rows_q8k_split(pool, level, x, k, m, qx, xrb, p.sub16());
+        } else {
+            quantize_rows(pool, level, layout, dt, x, k, m, qx, xrb);
+        }
         let qx = &*qx;
         let threads = pool.threads();
         let ng = n.div_ceil(PNR);
@@ -328,4 +332,55 @@ pub fn matmul_packed(
             pool.run(tasks, &body);
         }
     });
+}
+
+/// Q8_K activation rows (llama.cpp's quantizer) rewritten as Split32: the quants, then per
+/// 32-element block the super-block scale `d` (f32), then `d·(bsum₀ + bsum₁)` of the block (f32),
+/// or with `sub16` the two sums `bsum₀`, `bsum₁` of its 16-element halves (i32).
+#[allow(clippy::too_many_arguments)]
+fn quantize_rows_q8k_split(
+    pool: &ThreadPool,
+    level: simd::Level,
+    x: &[f32],
+    k: usize,
+    m: usize,
+    qx: &mut [u8],
+    xrb: usize,
+    sub16: bool,
+) {
+    const ROWS_PER_TASK: usize = 8;
+    let nb = k / 32;
+    let out = SendPtr(qx.as_mut_ptr());
+    let task = |t: usize| {
+        let mut tmp = vec![0u8; DotType::Q8_K.row_bytes(k)];
+        for r in t * ROWS_PER_TASK..((t + 1) * ROWS_PER_TASK).min(m) {
+            simd::quantize_activation(level, simd::ActLayout::Ggml, DotType::Q8_K, &x[r * k..(r + 1) * k], &mut tmp);
+            // SAFETY: each task writes its own disjoint rows of `qx`.
+            let dst = unsafe { std::slice::from_raw_parts_mut(out.get().add(r * xrb), xrb) };
+            for (sb, blk) in tmp.chunks_exact(292).enumerate() {
+                let d = f32::from_le_bytes([blk[0], blk[1], blk[2], blk[3]]);
+                dst[256 * sb..256 * sb + 256].copy_from_slice(&blk[4..260]);
+                for j in 0..8 {
+                    let bs = |g: usize| i16::from_le_bytes([blk[260 + 2 * g], blk[261 + 2 * g]]) as i32;
+                    let b = 8 * sb + j;
+                    dst[k + 4 * b..k + 4 * b + 4].copy_from_slice(&d.to_le_bytes());
+                    if sub16 {
+                        let o = k + 4 * nb + 8 * b;
+                        dst[o..o + 4].copy_from_slice(&bs(2 * j).to_le_bytes());
+                        dst[o + 4..o + 8].copy_from_slice(&bs(2 * j + 1).to_le_bytes());
+                    } else {
+                        let sum = (bs(2 * j) + bs(2 * j + 1)) as f32;
+                        let o = k + 4 * nb + 4 * b;
+                        dst[o..o + 4].copy_from_slice(&(d * sum).to_le_bytes());
+                    }
+                }
+            }
+        }
+    };
+    let tasks = m.div_ceil(ROWS_PER_TASK);
+    if pool.threads() == 1 || m * k < 64 * 1024 {
+        (0..tasks).for_each(task);
+    } else {
+        pool.run(tasks, &task);
+    }
 }

@@ -17,6 +17,8 @@
 //! `4t + c` of row `r` in its low nibble and element `16 + 4t + c` in its high nibble (t < 4);
 //! 5- and 8-bit formats use one byte per quant: byte `t·64 + 4r + c` = element `4t + c` (t < 8).
 
+#![allow(clippy::needless_range_loop)] // register tiles index several parallel arrays
+
 use lse_gguf::GgmlType;
 
 /// Weight rows per packed group (lanes of one 512-bit vector of i32 sums).
@@ -47,11 +49,16 @@ impl std::fmt::Debug for PackedMatrix {
     }
 }
 
-/// (4-bit storage, Q8_1 family, SH) of a packable type.
+/// (4-bit storage, Q8_1 family, SH) of a packable type. Q4_K packs like Q4_1 (every 32-element
+/// sub-block gets its f32 scale `d·sc` and min `−dmin·m`), Q6_K like Q8_0 with a scale per 16
+/// elements (`d·sc`, two per block, the second in the `m` slot); both read Q8_K activations (see
+/// [`PackedMatrix::q8k_activations`]).
 fn format(t: GgmlType) -> Option<(bool, bool, i32)> {
-    let only = std::env::var("LSE_PACKED_ONLY").ok();
-    if let Some(o) = only {
-        if o != t.name() { return None; }
+    static ONLY: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    if let Some(o) = ONLY.get_or_init(|| std::env::var("LSE_PACKED_ONLY").ok()) {
+        if o != t.name() {
+            return None;
+        }
     }
     Some(match t {
         GgmlType::Q4_0 => (true, false, 3),
@@ -59,6 +66,8 @@ fn format(t: GgmlType) -> Option<(bool, bool, i32)> {
         GgmlType::Q5_0 => (false, false, 4),
         GgmlType::Q5_1 => (false, true, 0),
         GgmlType::Q8_0 => (false, false, 7),
+        GgmlType::Q4_K => (true, true, 0),
+        GgmlType::Q6_K => (false, false, 5),
         _ => return None,
     })
 }
@@ -85,8 +94,38 @@ pub fn packable(t: GgmlType) -> bool {
     format(t).is_some() && packed_available()
 }
 
-/// Decodes one 32-element block into (d, m, unsigned quants).
-fn decode_block(t: GgmlType, b: &[u8], u: &mut [u8; 32]) -> (f32, f32) {
+/// Decodes 32-element block `j` of a weight row into (d, m, unsigned quants): value = d·u + m
+/// (Q8_1 family) or d·(u − 2^SH) (Q8_0 family).
+fn decode_block(t: GgmlType, row: &[u8], j: usize, u: &mut [u8; 32]) -> (f32, f32) {
+    if t == GgmlType::Q4_K {
+        let b = &row[(j / 8) * 144..(j / 8 + 1) * 144];
+        let h = |o: usize| crate::fp::f16_to_f32(u16::from_le_bytes([b[o], b[o + 1]]));
+        let (sc, mn) = crate::quant::q4_k::scales_mins(&b[4..16]);
+        let (sub, c) = (j % 8, (j % 8) / 2);
+        let q = &b[16 + 32 * c..16 + 32 * c + 32];
+        for l in 0..32 {
+            u[l] = if sub % 2 == 0 { q[l] & 0x0f } else { q[l] >> 4 };
+        }
+        return (h(0) * sc[sub] as f32, -(h(2) * mn[sub] as f32));
+    }
+    if t == GgmlType::Q6_K {
+        // two 16-element sub-blocks: (d·sc of the first, d·sc of the second), u = q + 32
+        let b = &row[(j / 8) * 210..(j / 8 + 1) * 210];
+        let d = crate::fp::f16_to_f32(u16::from_le_bytes([b[208], b[209]]));
+        let o = 32 * (j % 8);
+        // element e: half e/128, quarter (e%128)/32, l = e%32 (see quant::q6_k)
+        let (half, quarter) = (o / 128, (o % 128) / 32);
+        for l in 0..32 {
+            let ql = b[64 * half + l + 32 * (quarter & 1)];
+            let lo = if quarter >= 2 { ql >> 4 } else { ql & 0x0f };
+            let hi = (b[128 + 32 * half + l] >> (2 * quarter)) & 3;
+            u[l] = lo | (hi << 4);
+        }
+        let sc = |s: usize| (b[192 + s] as i8) as f32;
+        return (d * sc(o / 16), d * sc(o / 16 + 1));
+    }
+    let bs = t.type_size();
+    let b = &row[j * bs..(j + 1) * bs];
     let h = |o: usize| crate::fp::f16_to_f32(u16::from_le_bytes([b[o], b[o + 1]]));
     match t {
         GgmlType::Q4_0 | GgmlType::Q4_1 => {
@@ -141,7 +180,6 @@ impl PackedMatrix {
         let ng = n.div_ceil(PNR);
         let group_bytes = nb * block_bytes;
         let mut data = vec![A64([0; 64]); (ng * group_bytes).div_ceil(64)];
-        let bs = t.type_size();
         let base = crate::matmul::SendPtr(data.as_mut_ptr() as *mut u8);
         let fill = |g: usize| {
             // SAFETY: group g owns bytes g·group_bytes .. (g+1)·group_bytes of `data`.
@@ -151,22 +189,26 @@ impl PackedMatrix {
             for r in 0..PNR.min(n - g * PNR) {
                 let row = &w[(g * PNR + r) * rb..(g * PNR + r + 1) * rb];
                 for b in 0..nb {
-                    let (d, m) = decode_block(t, &row[b * bs..(b + 1) * bs], &mut u);
+                    let (d, m) = decode_block(t, row, b, &mut u);
                     let blk = &mut dst[b * block_bytes..(b + 1) * block_bytes];
+                    let uw = |i: usize| u32::from_le_bytes([u[i], u[i + 1], u[i + 2], u[i + 3]]);
+                    let put = |blk: &mut [u8], off: usize, v: u32| {
+                        assert!(off + 4 <= blk.len());
+                        // SAFETY: checked just above.
+                        unsafe { (blk.as_mut_ptr().add(off) as *mut u32).write_unaligned(v.to_le()) }
+                    };
                     if nib {
+                        // quants are < 16: the high nibbles shift within their bytes
                         for tt in 0..4 {
-                            for c in 0..4 {
-                                blk[tt * 64 + 4 * r + c] = u[4 * tt + c] | (u[16 + 4 * tt + c] << 4);
-                            }
+                            put(blk, tt * 64 + 4 * r, uw(4 * tt) | (uw(16 + 4 * tt) << 4));
                         }
                     } else {
                         for tt in 0..8 {
-                            blk[tt * 64 + 4 * r..tt * 64 + 4 * r + 4]
-                                .copy_from_slice(&u[4 * tt..4 * tt + 4]);
+                            put(blk, tt * 64 + 4 * r, uw(4 * tt));
                         }
                     }
-                    blk[qb + 4 * r..qb + 4 * r + 4].copy_from_slice(&d.to_le_bytes());
-                    blk[qb + 64 + 4 * r..qb + 64 + 4 * r + 4].copy_from_slice(&m.to_le_bytes());
+                    put(blk, qb + 4 * r, d.to_bits());
+                    put(blk, qb + 64 + 4 * r, m.to_bits());
                 }
             }
         };
@@ -205,6 +247,16 @@ impl PackedMatrix {
     }
     pub(crate) fn min(&self) -> bool {
         self.min
+    }
+    /// The activations are llama.cpp's Q8_K (k-quant weights), rewritten per 32-element block
+    /// as Split32 (scale `d` of the super-block, `s = d·Σq` of the block).
+    pub(crate) fn q8k_activations(&self) -> bool {
+        matches!(self.t, GgmlType::Q4_K | GgmlType::Q6_K)
+    }
+    /// Q6_K: two scales per 32-element block (the `m` slot holds the second), and the
+    /// activation rows carry the i32 sums of every 16 quants instead of `s`.
+    pub(crate) fn sub16(&self) -> bool {
+        self.t == GgmlType::Q6_K
     }
     pub(crate) fn ptr(&self) -> *const u8 {
         self.data.as_ptr() as *const u8
@@ -255,6 +307,19 @@ impl PackedMatrix {
                         _ => avx512::tile::<$nib, $min, 8>(&a),
                     }
                 };
+            }
+            if self.sub16() {
+                match nx {
+                    1 => avx512::tile16::<1>(&a),
+                    2 => avx512::tile16::<2>(&a),
+                    3 => avx512::tile16::<3>(&a),
+                    4 => avx512::tile16::<4>(&a),
+                    5 => avx512::tile16::<5>(&a),
+                    6 => avx512::tile16::<6>(&a),
+                    7 => avx512::tile16::<7>(&a),
+                    _ => avx512::tile16::<8>(&a),
+                }
+                return;
             }
             match (self.nib, self.min) {
                 (true, true) => go!(true, true),
@@ -348,6 +413,11 @@ mod avx512 {
                 }
             }
         }
+        store::<MR>(a, &facc);
+    }
+
+    #[inline(always)]
+    unsafe fn store<const MR: usize>(a: &Args, facc: &[__m512; MR]) {
         if a.ncols >= 16 {
             for j in 0..MR {
                 _mm512_storeu_ps(a.y.add(j * a.ldy), facc[j]);
@@ -358,5 +428,45 @@ mod avx512 {
                 _mm512_mask_storeu_ps(a.y.add(j * a.ldy), mask, facc[j]);
             }
         }
+    }
+
+    /// Byte quants with two 16-element sub-blocks per block (Q6_K): scales `d₀`, `d₁` per row,
+    /// activation rows with per-16 i32 quant sums (`u = q + 2^SH`, corrected per sub-block).
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    pub(super) unsafe fn tile16<const MR: usize>(a: &Args) {
+        let (nb, k, xs) = (a.nb, a.k, a.xs);
+        let mut facc = [_mm512_setzero_ps(); MR];
+        for b in 0..nb {
+            let wb = a.wg.add(b * a.bb);
+            let xb = a.x.add(32 * b);
+            let mut i0 = [_mm512_setzero_si512(); MR];
+            let mut i1 = [_mm512_setzero_si512(); MR];
+            for t in 0..4 {
+                let v = _mm512_loadu_si512(wb.add(64 * t) as *const _);
+                for j in 0..MR {
+                    i0[j] = _mm512_dpbusd_epi32(i0[j], v, bx(xb.add(j * xs + 4 * t)));
+                }
+            }
+            for t in 4..8 {
+                let v = _mm512_loadu_si512(wb.add(64 * t) as *const _);
+                for j in 0..MR {
+                    i1[j] = _mm512_dpbusd_epi32(i1[j], v, bx(xb.add(j * xs + 4 * t)));
+                }
+            }
+            let d0 = _mm512_loadu_ps(wb.add(512) as *const f32);
+            let d1 = _mm512_loadu_ps(wb.add(512 + 64) as *const f32);
+            let so = k + 4 * nb + 8 * b;
+            for j in 0..MR {
+                let px = a.x.add(j * xs);
+                let dx = _mm512_set1_ps((px.add(k + 4 * b) as *const f32).read_unaligned());
+                let c0 = (px.add(so) as *const i32).read_unaligned() << a.sh;
+                let c1 = (px.add(so + 4) as *const i32).read_unaligned() << a.sh;
+                let v0 = _mm512_cvtepi32_ps(_mm512_sub_epi32(i0[j], _mm512_set1_epi32(c0)));
+                let v1 = _mm512_cvtepi32_ps(_mm512_sub_epi32(i1[j], _mm512_set1_epi32(c1)));
+                let s = _mm512_fmadd_ps(v0, d0, _mm512_mul_ps(v1, d1));
+                facc[j] = _mm512_fmadd_ps(s, dx, facc[j]);
+            }
+        }
+        store::<MR>(a, &facc);
     }
 }

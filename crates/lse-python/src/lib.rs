@@ -5,7 +5,7 @@
 //! types below and checks their shapes; the functions here do the math and the remaining checks.
 //! Every bad argument becomes a `ValueError` whose message names the argument.
 
-use lse_engine::{Dialect, EngineOptions, KvDtype};
+use lse_engine::{parse_dialect, EngineOptions, KvDtype};
 use lse_eval::conditional::{conditional_perplexity, ConditionalError, LogitValue};
 use numpy::{IntoPyArray, PyArray2, PyReadonlyArray2, PyReadonlyArray3, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
@@ -150,15 +150,9 @@ impl NativeEngine {
             o.flash_attention = f;
         }
         if let Some(d) = dialect {
-            o.dialect = match d.as_str() {
-                "simd" => Dialect::Simd,
-                "scalar" => Dialect::Scalar,
-                _ => {
-                    return Err(PyValueError::new_err(format!(
-                        "dialect must be simd or scalar, got {d:?}"
-                    )))
-                }
-            };
+            o.dialect = parse_dialect(&d).ok_or_else(|| {
+                PyValueError::new_err(format!("dialect must be simd or scalar, got {d:?}"))
+            })?;
         }
         if let Some(c) = cpu_fallback {
             o.cpu_fallback_allowed = c;
@@ -253,21 +247,9 @@ impl NativeEngine {
         self.engine.kv_capacity()
     }
 
-    /// The SPEC §4 `config` object as JSON text.
+    /// The SPEC §4 `config` object as JSON text, as a report writes it.
     fn config_json(&self) -> String {
-        let c = self.engine.config();
-        serde_json::json!({
-            "device_arch": c.device_arch,
-            "prefill_attention": c.prefill_attention,
-            "prefill_attention_scale": c.prefill_attention_scale,
-            "kv_cache_dtype": c.kv_cache_dtype,
-            "kv_capacity": c.kv_capacity,
-            "batch_size": c.batch_size,
-            "ubatch_size": c.ubatch_size,
-            "head_rows": c.head_rows,
-            "cpu_fallback_allowed": c.cpu_fallback_allowed,
-        })
-        .to_string()
+        lse_eval::Scorer::config_json(&self.engine).to_string()
     }
 }
 

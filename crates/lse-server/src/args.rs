@@ -1,5 +1,6 @@
 //! Command-line parsing and validation (SPEC §2, §3). Every error is one line naming the option.
 
+use lse_engine::{parse_dialect, EngineOptions, KvDtype};
 use std::path::PathBuf;
 
 pub const HELP: &str = "\
@@ -59,32 +60,12 @@ pub enum Mode {
     PerplexityPairs(PathBuf),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Dialect {
-    Simd,
-    Scalar,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum KvDtype {
-    F32,
-    F16,
-    Bf16,
-    Q8_0,
-}
-
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Args {
     pub help: bool,
     pub model: Option<PathBuf>,
-    pub dialect: Dialect,
-    pub threads: Option<usize>,
-    pub batch_size: usize,
-    pub ubatch_size: usize,
-    pub kv_dtype: KvDtype,
-    pub kv_len: Option<usize>,
-    pub flash: bool,
-    pub no_cpu_fallback: bool,
+    /// The engine options (`--dialect` … `--no-cpu-fallback`).
+    pub engine: EngineOptions,
     pub no_mtp: bool,
     pub mode: Option<Mode>,
     pub tokenize_no_special: bool,
@@ -101,39 +82,6 @@ pub struct Args {
     pub token_ids: bool,
     pub windows: bool,
     pub quiet: bool,
-}
-
-impl Default for Args {
-    fn default() -> Self {
-        Args {
-            help: false,
-            model: None,
-            dialect: Dialect::Simd,
-            threads: None,
-            batch_size: 2048,
-            ubatch_size: 512,
-            kv_dtype: KvDtype::F16,
-            kv_len: None,
-            flash: true,
-            no_cpu_fallback: false,
-            no_mtp: false,
-            mode: None,
-            tokenize_no_special: false,
-            tokenize_no_parse_special: false,
-            tokenize_output: None,
-            method: None,
-            ctx: None,
-            stride: None,
-            chunks: None,
-            kld_base_out: None,
-            kld_top_k: None,
-            kld_base: None,
-            output: None,
-            token_ids: false,
-            windows: false,
-            quiet: false,
-        }
-    }
 }
 
 /// Options that take a value.
@@ -213,33 +161,25 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
                 _ => return Err(format!("unknown --pool '{v}' (allowed: cpu)")),
             },
             "--dialect" => {
-                a.dialect = match v {
-                    "simd" => Dialect::Simd,
-                    "scalar" => Dialect::Scalar,
-                    _ => return Err(format!("unknown --dialect '{v}' (allowed: simd, scalar)")),
-                }
+                a.engine.dialect =
+                    parse_dialect(v).ok_or_else(|| format!("unknown --dialect '{v}' (allowed: simd, scalar)"))?
             }
-            "--threads" => a.threads = Some(positive(&name, v)?),
-            "--batch-size" => a.batch_size = positive(&name, v)?,
-            "--ubatch-size" => a.ubatch_size = positive(&name, v)?,
+            "--threads" => a.engine.threads = positive(&name, v)?,
+            "--batch-size" => a.engine.batch_size = positive(&name, v)?,
+            "--ubatch-size" => a.engine.ubatch_size = positive(&name, v)?,
             "--kv-cache-dtype" => {
-                a.kv_dtype = match v {
-                    "f32" => KvDtype::F32,
-                    "f16" => KvDtype::F16,
-                    "bf16" => KvDtype::Bf16,
-                    "q8_0" => KvDtype::Q8_0,
-                    _ => return Err(format!("unknown --kv-cache-dtype '{v}' (allowed: f32, f16, bf16, q8_0)")),
-                }
+                a.engine.kv_dtype = KvDtype::parse(v)
+                    .ok_or_else(|| format!("unknown --kv-cache-dtype '{v}' (allowed: f32, f16, bf16, q8_0)"))?
             }
-            "--kv-len" => a.kv_len = Some(positive(&name, v)?),
+            "--kv-len" => a.engine.kv_len = Some(positive(&name, v)?),
             "--FlashPrefillV2" => {
-                a.flash = match v {
+                a.engine.flash_attention = match v {
                     "on" => true,
                     "off" => false,
                     _ => return Err(format!("unknown --FlashPrefillV2 value '{v}' (allowed: on, off)")),
                 }
             }
-            "--no-cpu-fallback" => a.no_cpu_fallback = true,
+            "--no-cpu-fallback" => a.engine.cpu_fallback_allowed = false,
             "--no-mtp" => a.no_mtp = true,
             "--tokenize" => {
                 modes.push(name.clone());
@@ -306,14 +246,14 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
     if a.model.is_none() {
         return Err("--model PATH is required (a .gguf file or a folder holding one)".into());
     }
-    if a.ubatch_size > a.batch_size {
+    if a.engine.ubatch_size > a.engine.batch_size {
         return Err(format!(
             "--ubatch-size ({}) must not exceed --batch-size ({}) (allowed: 1 to the batch size)",
-            a.ubatch_size, a.batch_size
+            a.engine.ubatch_size, a.engine.batch_size
         ));
     }
     if std::env::var("LSE_REQUIRE_DEVICE_KERNELS").is_ok_and(|v| v == "1") {
-        a.no_cpu_fallback = true;
+        a.engine.cpu_fallback_allowed = false;
     }
     Ok(a)
 }
@@ -334,10 +274,11 @@ mod tests {
                    --perplexity-chunks 3 --perplexity-kld-base-out b.kld --perplexity-kld-top-k 8 \
                    --perplexity-output o.json --perplexity-token-ids --perplexity-windows --quiet")
         .unwrap();
-        assert_eq!(a.dialect, Dialect::Scalar);
-        assert_eq!((a.threads, a.batch_size, a.ubatch_size, a.kv_len), (Some(3), 1024, 256, Some(4096)));
-        assert_eq!(a.kv_dtype, KvDtype::Bf16);
-        assert!(!a.flash && a.no_cpu_fallback && a.no_mtp && a.token_ids && a.windows && a.quiet);
+        let e = &a.engine;
+        assert_eq!(e.dialect, lse_engine::Dialect::Scalar);
+        assert_eq!((e.threads, e.batch_size, e.ubatch_size, e.kv_len), (3, 1024, 256, Some(4096)));
+        assert_eq!(e.kv_dtype, KvDtype::Bf16);
+        assert!(!e.flash_attention && !e.cpu_fallback_allowed && a.no_mtp && a.token_ids && a.windows && a.quiet);
         assert_eq!(a.mode, Some(Mode::Perplexity("t.txt".into())));
         assert_eq!((a.ctx, a.stride, a.chunks, a.kld_top_k), (Some(256), Some(64), Some(3), Some(8)));
     }

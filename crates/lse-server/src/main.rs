@@ -2,7 +2,6 @@
 //! Every failure is one line on stderr, `lse-server: <cause>`, and a non-zero exit status.
 
 mod args;
-#[cfg(feature = "engine")]
 mod engine_modes;
 mod json_out;
 mod progress;
@@ -86,7 +85,7 @@ fn tokenize(args: &Args, model: &Path, file: &Path) -> Result<(), String> {
         None => None,
     };
     let text = lse_eval::read_text_file_verbatim(file).map_err(|e| e.to_string())?;
-    let ids = tokenize_ids(model, &text, !args.tokenize_no_special, !args.tokenize_no_parse_special)?;
+    let ids = engine_modes::tokenize(model, &text, !args.tokenize_no_special, !args.tokenize_no_parse_special)?;
     let mut obj = serde_json::Map::new();
     obj.insert("object".into(), "lse.tokens".into());
     obj.insert("tokens".into(), ids.len().into());
@@ -95,16 +94,6 @@ fn tokenize(args: &Args, model: &Path, file: &Path) -> Result<(), String> {
     let mut s = serde_json::Value::Object(obj).to_string();
     s.push('\n');
     emit(out, s.as_bytes())
-}
-
-#[cfg(feature = "engine")]
-fn tokenize_ids(model: &Path, text: &str, add_special: bool, parse_special: bool) -> Result<Vec<u32>, String> {
-    engine_modes::tokenize(model, text, add_special, parse_special)
-}
-
-#[cfg(not(feature = "engine"))]
-fn tokenize_ids(_: &Path, _: &str, _: bool, _: bool) -> Result<Vec<u32>, String> {
-    Err("this lse-server was built without the engine (feature `engine`)".into())
 }
 
 fn perplexity(args: &Args, model: &Path, mode: Mode) -> Result<(), String> {
@@ -142,16 +131,6 @@ fn perplexity(args: &Args, model: &Path, mode: Mode) -> Result<(), String> {
         Mode::Tokenize(_) => unreachable!(),
     };
     let pre = lse_eval::preflight(&req).map_err(err)?;
-    let report = run_engine(args, model, &req, pre)?;
+    let report = engine_modes::perplexity(args, model, &req, pre)?;
     emit(out, json_out::pretty(&report).as_bytes())
-}
-
-#[cfg(feature = "engine")]
-fn run_engine(args: &Args, model: &Path, req: &PerplexityRequest, pre: lse_eval::Preflight) -> Result<serde_json::Value, String> {
-    engine_modes::perplexity(args, model, req, pre)
-}
-
-#[cfg(not(feature = "engine"))]
-fn run_engine(_: &Args, _: &Path, _: &PerplexityRequest, _: lse_eval::Preflight) -> Result<serde_json::Value, String> {
-    Err("this lse-server was built without the engine (feature `engine`)".into())
 }

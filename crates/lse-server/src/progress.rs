@@ -1,5 +1,4 @@
 //! Progress on stderr (SPEC §9): a redrawn bar on a terminal, a plain line about every 10 s otherwise.
-#![cfg_attr(not(feature = "engine"), allow(dead_code))]
 
 use lse_eval::{Progress, ProgressInfo};
 use std::io::{IsTerminal, Write};

@@ -1,6 +1,9 @@
 //! The `lse-server` binary on bad input (SPEC §8) and its modes. Each bad input: non-zero exit,
 //! exactly one stderr line `lse-server: ...` with a key phrase, no panic text, no output file left.
 
+mod common;
+
+use common::Tmp;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -21,24 +24,8 @@ fn run(args: &[&str]) -> Out {
     }
 }
 
-/// A fresh folder for one test, removed when dropped.
-struct Tmp(PathBuf);
-impl std::ops::Deref for Tmp {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-impl Drop for Tmp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 fn tmp(name: &str) -> Tmp {
-    let d = std::env::temp_dir().join(format!("lse-cli-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    Tmp(d)
+    common::tmp("cli", name)
 }
 
 fn files_in(d: &Path) -> Vec<String> {
@@ -259,7 +246,6 @@ fn base_settings_mismatch_before_model_work() {
 
 /// Byte offsets inside a GGUF of a tensor's info: (dims start, n_dims, type field, offset field);
 /// `name` None = the first tensor.
-#[cfg(feature = "engine")]
 fn gguf_tensor(b: &[u8], name: Option<&str>) -> (usize, usize, usize, usize) {
     let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
     let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
@@ -308,7 +294,6 @@ fn gguf_tensor(b: &[u8], name: Option<&str>) -> (usize, usize, usize, usize) {
     panic!("tensor {name:?} not found");
 }
 
-#[cfg(feature = "engine")]
 fn corrupt_variants(d: &Path) -> Vec<(PathBuf, &'static str)> {
     let b = std::fs::read(tiny()).unwrap();
     let mut v = Vec::new();
@@ -343,7 +328,6 @@ fn corrupt_variants(d: &Path) -> Vec<(PathBuf, &'static str)> {
 }
 
 /// Replaces the string value of metadata `key` by `new` (same length, so the layout is unchanged).
-#[cfg(feature = "engine")]
 fn set_str(b: &mut [u8], key: &str, new: &str) {
     let k = key.as_bytes();
     let at = b.windows(k.len()).position(|w| w == k).expect("key present") + k.len();
@@ -353,7 +337,6 @@ fn set_str(b: &mut [u8], key: &str, new: &str) {
     b[at + 12..at + 12 + len].copy_from_slice(new.as_bytes());
 }
 
-#[cfg(feature = "engine")]
 #[test]
 fn unsupported_architecture() {
     let d = tmp("arch");
@@ -365,7 +348,6 @@ fn unsupported_architecture() {
     fails(&["--model", m.to_str().unwrap(), "--perplexity", &wiki(), "--perplexity-output", out.to_str().unwrap()], "llamb", Some((&*d, &["m.gguf"])));
 }
 
-#[cfg(feature = "engine")]
 #[test]
 fn unknown_tokenizer_pre_type() {
     let d = tmp("pre");
@@ -376,7 +358,6 @@ fn unknown_tokenizer_pre_type() {
     fails(&["--model", m.to_str().unwrap(), "--tokenize", &wiki()], "gpt-9", None);
 }
 
-#[cfg(feature = "engine")]
 #[test]
 fn tensor_shape_mismatch() {
     let d = tmp("shape");
@@ -393,7 +374,6 @@ fn tensor_shape_mismatch() {
     fails(&["--model", m.to_str().unwrap(), "--perplexity", &wiki()], "shape", None);
 }
 
-#[cfg(feature = "engine")]
 #[test]
 fn corrupt_gguf_tokenize() {
     let d = tmp("corrupt-tok");
@@ -405,7 +385,6 @@ fn corrupt_gguf_tokenize() {
     assert!(files_in(&d).iter().all(|f| f.ends_with(".gguf")), "{:?}", files_in(&d));
 }
 
-#[cfg(feature = "engine")]
 #[test]
 fn corrupt_gguf_perplexity() {
     let d = tmp("corrupt-ppl");
@@ -417,7 +396,6 @@ fn corrupt_gguf_perplexity() {
     assert!(files_in(&d).iter().all(|f| f.ends_with(".gguf")), "{:?}", files_in(&d));
 }
 
-#[cfg(feature = "engine")]
 #[test]
 fn text_too_short() {
     let d = tmp("short");
@@ -432,7 +410,6 @@ fn text_too_short() {
     assert!(l.contains("1024"), "{l}");
 }
 
-#[cfg(feature = "engine")]
 #[test]
 fn token_ids_out_of_range() {
     let d = tmp("ids");
@@ -443,7 +420,6 @@ fn token_ids_out_of_range() {
     assert!(l.contains("index 123"), "{l}");
 }
 
-#[cfg(feature = "engine")]
 #[test]
 fn window_larger_than_kv_len() {
     let d = tmp("kvlen");
@@ -456,7 +432,6 @@ fn window_larger_than_kv_len() {
     assert!(l.contains("512") && l.contains("256"), "{l}");
 }
 
-#[cfg(feature = "engine")]
 #[test]
 fn pairs_record_larger_than_kv_len() {
     let d = tmp("pairs-kv");
@@ -466,7 +441,6 @@ fn pairs_record_larger_than_kv_len() {
     fails(&["--model", &tiny(), "--perplexity-pairs", t.to_str().unwrap(), "--kv-len", "64"], "line 3", None);
 }
 
-#[cfg(feature = "engine")]
 #[test]
 fn base_for_other_text_refused() {
     let d = tmp("othertext");

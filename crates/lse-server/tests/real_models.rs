@@ -1,9 +1,11 @@
 //! End-to-end runs of the binary on real and synthetic models against llama.cpp's outputs in
 //! ../shared/golden. Real models come from `lse_testdata::model` (skipped with a printed reason when
 //! unavailable; CI sets LSE_REQUIRE_MODELS so they never skip there). Kept to a few chunks each.
-#![cfg(feature = "engine")]
 
 use serde_json::Value;
+mod common;
+
+use common::Tmp;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -17,24 +19,8 @@ fn golden(rel: &str) -> Value {
     serde_json::from_slice(&std::fs::read(shared(&format!("golden/{rel}"))).unwrap()).unwrap()
 }
 
-/// A fresh folder for one test, removed when dropped.
-struct Tmp(PathBuf);
-impl std::ops::Deref for Tmp {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-impl Drop for Tmp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 fn tmp(name: &str) -> Tmp {
-    let d = std::env::temp_dir().join(format!("lse-real-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    Tmp(d)
+    common::tmp("real", name)
 }
 
 /// Runs lse-server and parses its stdout as JSON; panics with stderr on failure.

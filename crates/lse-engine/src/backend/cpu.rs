@@ -121,7 +121,15 @@ impl Backend for CpuBackend {
             act::glu(a, gate, up);
             return;
         }
-        par_rows(&self.pool, gate, ROW, PAR_CHUNK, &|c, r0| act::glu(a, c, &up[r0 * ROW..r0 * ROW + c.len()]));
+        let d = self.dialect;
+        par_rows(&self.pool, gate, ROW, PAR_CHUNK, &|c, r0| {
+            let u = &up[r0 * ROW..r0 * ROW + c.len()];
+            match a {
+                // vector exp (about 1 ulp of libm) under the Simd dialect
+                act::Act::Silu => lse_kernels::act::swiglu(d, c, u),
+                _ => act::glu(a, c, u),
+            }
+        });
     }
 
     fn mul_sigmoid(&self, x: &mut [f32], g: &[f32]) {

@@ -23,7 +23,8 @@ pub fn read_json(p: &Path) -> Value {
     serde_json::from_str(&s).unwrap_or_else(|e| panic!("parse {}: {e}", p.display()))
 }
 
-fn parse_rows(tokens: &Value) -> Vec<GoldRow> {
+/// The scored rows of one golden window's `tokens` array.
+pub fn parse_rows(tokens: &Value) -> Vec<GoldRow> {
     tokens
         .as_array()
         .unwrap()
@@ -46,6 +47,26 @@ pub fn synthetic_windows(v: &Value) -> Vec<GoldWindow> {
             rows: parse_rows(&w["tokens"]),
         })
         .collect()
+}
+
+/// Running chunk perplexities of `s` (ctx `ctx`, rows from ctx/2 scored) and llama.cpp's from
+/// `<name>.ppl.json` of the synthetic set, with the worst relative difference; prints a summary.
+pub fn synthetic_ppl(name: &str, ctx: usize, tag: &str, s: &Scores) -> (Vec<f64>, Vec<f64>, f64) {
+    let dir = lse_testdata::shared("golden/synthetic");
+    let gold: Vec<f64> =
+        read_json(&dir.join(format!("{name}.ppl.json")))["chunk_ppl"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+    let ppl = s.running_ppl(ctx - ctx / 2 - 1);
+    let worst = ppl.iter().zip(&gold).map(|(a, b)| (a / b - 1.0).abs()).fold(0.0, f64::max);
+    eprintln!(
+        "{tag}: mean KLD {:.3e} (max {:.3e}), top-1 {:.2}%, PPL {:.4} vs {:.4} (worst chunk diff {:.4}%)",
+        s.mean_kld(),
+        s.max_kld(),
+        100.0 * s.top1(),
+        ppl.last().unwrap(),
+        gold.last().unwrap(),
+        100.0 * worst
+    );
+    (ppl, gold, worst)
 }
 
 /// Per scored token: this engine's NLL, argmax, and coarsened KLD against the golden top-32.

@@ -18,6 +18,8 @@
 mod dense;
 mod flash;
 pub mod kv;
+#[cfg(target_arch = "x86_64")]
+mod tiled;
 mod vec;
 
 use crate::{Dialect, ThreadPool};
@@ -107,8 +109,13 @@ pub fn attention(
         Some(w) => (s.q_pos0 + 1).saturating_sub(w),
         None => 0,
     };
-    // K and V as f32, [kv_head][pos - lo][dim], converted once per call.
     let n_keys = n_kv - lo;
+    #[cfg(target_arch = "x86_64")]
+    if kind == AttnKind::Flash && tiled_available(d) && dk % 16 == 0 && dv % 16 == 0 {
+        return attention_tiled(pool, s, q, kv, kb, vb, lo, n_keys, out);
+    }
+    // K and V as f32, [kv_head][pos - lo][dim], converted once per call.
+
     let mut kf = vec![0f32; hk * n_keys * dk];
     let mut vf = vec![0f32; hk * n_keys * dv];
     {
@@ -158,6 +165,108 @@ pub fn attention(
                     AttnKind::Dense => dense::row(isa, qrow, s.scale, &keys, &mut scratch, o),
                 }
             }
+        }
+    });
+    Ok(())
+}
+
+/// Whether the tiled AVX-512 flash kernel runs (`LSE_TILED_ATTN=0` turns it off, for A/B).
+#[cfg(target_arch = "x86_64")]
+fn tiled_available(d: Dialect) -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    d == Dialect::Simd
+        && *ON.get_or_init(|| {
+            crate::simd::level() == crate::simd::Level::Avx512
+                && std::env::var("LSE_TILED_ATTN").map_or(true, |v| v != "0")
+        })
+}
+
+/// Flash attention with the tiled kernel: K converted to f32 and transposed per panel of 16
+/// keys, V to f32 rows (both padded to whole panels with zeros), then tasks of (KV head,
+/// `Q_BLOCK` queries) run micro-tiles of `tiled::RM` (query, head) rows.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
+fn attention_tiled(
+    pool: &ThreadPool,
+    s: &AttnShape,
+    q: &[f32],
+    kv: &KvView,
+    kb: usize,
+    vb: usize,
+    lo: usize,
+    n_keys: usize,
+    out: &mut [f32],
+) -> Result<(), AttnError> {
+    use tiled::{KP, RM};
+    let (hk, dk, dv) = (kv.n_head_kv, kv.head_dim_k, kv.head_dim_v);
+    // Panels start at multiples of 16 absolute positions, so a row meets the same panels (and
+    // the same rounding) whatever the batch split: results do not depend on the pass plan.
+    let n_keys = n_keys + lo % KP;
+    let lo = lo / KP * KP;
+    let n_panels = n_keys.div_ceil(KP);
+    let np = n_panels * KP;
+    let mut kt = vec![0f32; hk * np * dk];
+    let mut vf = vec![0f32; hk * np * dv];
+    {
+        let kp = SendPtr(kt.as_mut_ptr());
+        let vp = SendPtr(vf.as_mut_ptr());
+        // one task per panel: writes panel p of every head
+        pool.run(n_panels, &|p| {
+            let (kp, vp) = (&kp, &vp);
+            let mut tmp = vec![0f32; dk];
+            for j in 0..KP {
+                let key = p * KP + j;
+                if key >= n_keys {
+                    break;
+                }
+                for h in 0..hk {
+                    let src = (lo + key) * hk + h;
+                    kv::load_row(kv.ty, &kv.k[src * kb..(src + 1) * kb], &mut tmp);
+                    let panel = (h * n_panels + p) * dk * KP;
+                    for (dd, &x) in tmp.iter().enumerate() {
+                        // SAFETY: slot (h, p, dd, j) is written by this task only.
+                        unsafe { *kp.0.add(panel + dd * KP + j) = x };
+                    }
+                    // SAFETY: V row (h, key) is written by this task only.
+                    let vd = unsafe { std::slice::from_raw_parts_mut(vp.0.add((h * np + key) * dv), dv) };
+                    kv::load_row(kv.ty, &kv.v[src * vb..(src + 1) * vb], vd);
+                }
+            }
+        });
+    }
+    let group = s.n_head / hk;
+    let n_blocks = s.n_q.div_ceil(Q_BLOCK);
+    let op = SendPtr(out.as_mut_ptr());
+    pool.run(hk * n_blocks, &|task| {
+        let op = &op;
+        let (g, b) = (task / n_blocks, task % n_blocks);
+        let kt_g = &kt[g * n_panels * dk * KP..(g + 1) * n_panels * dk * KP];
+        let v_g = &vf[g * np * dv..(g + 1) * np * dv];
+        let mut acc = vec![0f32; RM * dv];
+        let (i0, i1) = (b * Q_BLOCK, ((b + 1) * Q_BLOCK).min(s.n_q));
+        let n_rows = (i1 - i0) * group;
+        let mut r0 = 0;
+        while r0 < n_rows {
+            let n = (n_rows - r0).min(RM);
+            let mut rows = tiled::Rows { q: [&[][..]; RM], last: [0; RM], first: [0; RM], n };
+            let mut outs: [&mut [f32]; RM] = Default::default();
+            for r in 0..n {
+                let (i, h) = (i0 + (r0 + r) / group, g * group + (r0 + r) % group);
+                let t = s.q_pos0 + i;
+                let first = match s.window {
+                    Some(w) => (t + 1).saturating_sub(w),
+                    None => 0,
+                };
+                rows.q[r] = &q[(i * s.n_head + h) * dk..(i * s.n_head + h + 1) * dk];
+                rows.last[r] = t - lo;
+                rows.first[r] = first - lo;
+                // SAFETY: output row (i, h) belongs to this task only (h in group g, i in block b).
+                outs[r] = unsafe { std::slice::from_raw_parts_mut(op.0.add((i * s.n_head + h) * dv), dv) };
+            }
+            // SAFETY: the CPU has AVX-512F (tiled_available); dk, dv are multiples of 16; the
+            // panels cover every key up to the last query's position.
+            unsafe { tiled::micro_tile(&rows, kt_g, v_g, dk, dv, s.scale, &mut acc, &mut outs) };
+            r0 += n;
         }
     });
     Ok(())

@@ -50,6 +50,10 @@ fn flash_and_dense_match_reference() {
         (4, 1, 32, 32, 200, 200, Some(32usize)),
         (3, 3, 64, 64, 70, 1, None),
         (8, 2, 8, 8, 300, 130, Some(100)),
+        // tiled AVX-512 kernel shapes: head_dim 256 (Gemma 3), 80 (64 + 16 columns), 7 rows per group
+        (4, 1, 256, 256, 150, 150, None),
+        (6, 2, 80, 80, 90, 45, Some(20)),
+        (14, 2, 64, 64, 77, 77, None),
     ] {
         let pos0 = n_kv - n_q;
         let q: Vec<f32> = (0..n_q * nh * dk).map(|_| rng(&mut s) * 2.0).collect();

@@ -1,0 +1,46 @@
+//! Packed (register-tiled) matmul against the row kernels, one thread, GFLOP/s:
+//! `cargo bench -p lse-kernels --bench packed`.
+
+#[path = "../tests/common/mod.rs"]
+#[allow(dead_code)]
+mod common;
+
+use common::*;
+use lse_kernels::{matmul, matmul_packed, packable, Dialect, GgmlType, PackedMatrix, ThreadPool};
+
+fn main() {
+    if !packable(GgmlType::Q4_1) {
+        return;
+    }
+    let pool = ThreadPool::new(1);
+    let mut rng = Rng::new(3);
+    for (t, n, k, m) in [
+        (GgmlType::Q4_1, 1536, 576, 512),
+        (GgmlType::Q4_1, 576, 1536, 512),
+        (GgmlType::Q5_0, 2048, 640, 512),
+        (GgmlType::Q8_0, 8192, 640, 128),
+        (GgmlType::Q8_0, 8192, 640, 512),
+        (GgmlType::Q5_0, 8192, 640, 128),
+        (GgmlType::Q8_0, 2048, 640, 128),
+        (GgmlType::Q8_0, 32768, 640, 128),
+    ] {
+        let w = random_weights(&mut rng, t, n, k);
+        let x = random_acts(&mut rng, m, k);
+        let p = PackedMatrix::new(&pool, t, &w, n, k).unwrap();
+        let mut y = vec![0f32; m * n];
+        let flops = 2.0 * (m * n * k) as f64;
+        let time = |f: &mut dyn FnMut()| {
+            let mut best = f64::MAX;
+            for _ in 0..5 {
+                let t0 = std::time::Instant::now();
+                f();
+                best = best.min(t0.elapsed().as_secs_f64());
+            }
+            flops / best / 1e9
+        };
+        let a = time(&mut || matmul(Dialect::Simd, &pool, t, &w, n, k, &x, m, &mut y));
+        let b = time(&mut || matmul_packed(&pool, &p, &x, m, &mut y));
+        println!("{:5} n={n} k={k} m={m}: row kernels {a:.0} GFLOP/s, packed {b:.0} GFLOP/s", t.name());
+    }
+}
+
