@@ -115,27 +115,3 @@ fn smollm2_first_4_chunks() {
 fn gemma3_first_4_chunks() {
     check_real("gemma3");
 }
-
-/// No llama.cpp reference for this one: a manual smoke check of a real qwen2 model (prints PPL).
-#[test]
-#[ignore]
-fn qwen25coder_smoke() {
-    let Some(path) = lse_testdata::model("qwen25coder") else { return };
-    let engine = Engine::load(&path, options(true)).unwrap();
-    let raw = std::fs::read_to_string(lse_testdata::shared("data/wiki.test.raw")).unwrap();
-    let ids = engine.tokenizer().tokenize(raw.strip_suffix('\n').unwrap_or(&raw), true, false);
-    let mut nll = Vec::new();
-    for c in 0..2 {
-        let input = &ids[c * CTX..(c + 1) * CTX];
-        let positions: Vec<usize> = (CTX / 2..CTX - 1).collect();
-        let h = engine.prefill(input, &positions).unwrap();
-        let targets: Vec<[u32; 1]> = positions.iter().map(|&p| [input[p + 1]]).collect();
-        let reqs: Vec<lse_engine::RowRequest> = targets.iter().map(|t| lse_engine::RowRequest { ids: t, top_k: 0 }).collect();
-        for r in engine.head_reduce(&h, &reqs).unwrap() {
-            nll.push(r.max as f64 + r.sum_exp.ln() - r.picked[0] as f64);
-        }
-    }
-    let ppl = (nll.iter().sum::<f64>() / nll.len() as f64).exp();
-    eprintln!("qwen2.5-coder-0.5b: 2-chunk PPL at ctx {CTX}: {ppl:.4}");
-    assert!(ppl.is_finite() && ppl < 100.0, "PPL {ppl}");
-}
