@@ -15,50 +15,10 @@ use lse_kernels::{device_arch, matmul, Dialect, GgmlType, ThreadPool};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn unit(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 24) as f32
-    }
-}
+#[path = "../tests/common/mod.rs"]
+mod common;
 
-fn f16_fields(t: GgmlType) -> &'static [usize] {
-    match t {
-        GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => &[0],
-        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
-        GgmlType::Q2_K => &[80, 82],
-        GgmlType::Q3_K => &[108],
-        GgmlType::Q6_K => &[208],
-        _ => &[],
-    }
-}
-
-fn weights(rng: &mut Rng, t: GgmlType, n: usize, k: usize) -> Vec<u8> {
-    let mut w = vec![0u8; n * t.row_bytes(k).unwrap()];
-    match t {
-        GgmlType::F32 => w
-            .chunks_exact_mut(4)
-            .for_each(|c| c.copy_from_slice(&(rng.unit() - 0.5).to_le_bytes())),
-        GgmlType::F16 | GgmlType::BF16 => w
-            .chunks_exact_mut(2)
-            .for_each(|c| c.copy_from_slice(&[0, 0x3c])),
-        _ => {
-            w.iter_mut().for_each(|b| *b = rng.next() as u8);
-            for blk in w.chunks_exact_mut(t.type_size()) {
-                for &o in f16_fields(t) {
-                    blk[o..o + 2].copy_from_slice(&lse_kernels::f32_to_f16(0.01).to_le_bytes());
-                }
-            }
-        }
-    }
-    w
-}
+use common::{random_weights, Rng};
 
 #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
 fn cpu_time() -> f64 {
@@ -143,7 +103,7 @@ fn main() {
         "matmul m=512 GF/s",
         "scalar m=512 GF/s"
     );
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15);
     {
         use lse_kernels::quant::DotType;
         let k = 2048;
@@ -209,7 +169,7 @@ fn main() {
         let (kn1, kn4) = match simd::row_kernel(simd::level(), t) {
             Some(simd::SimdKernel { kern, layout }) => {
                 let rows = 32;
-                let w = weights(&mut rng, t, rows, k);
+                let w = random_weights(&mut rng, t, rows, k);
                 let xrb = simd::act_row_bytes(layout, dt, k);
                 let mut xq = vec![0u8; MR * xrb];
                 for j in 0..MR {
@@ -249,7 +209,7 @@ fn main() {
 
         // gemv from memory: 64 MiB-ish of weights, 1 thread.
         let n_big = ((64usize << 20) / rb).max(1);
-        let wbig = weights(&mut rng, t, n_big, k);
+        let wbig = random_weights(&mut rng, t, n_big, k);
         let mut y = vec![0f32; 512 * n_big.max(1024)];
         THREADS.store(1, std::sync::atomic::Ordering::Relaxed);
         let tg = time(min, || {
@@ -270,7 +230,7 @@ fn main() {
 
         // matmul m = 512 on the pool.
         let (n, m) = (1024, 512);
-        let w = weights(&mut rng, t, n, k);
+        let w = random_weights(&mut rng, t, n, k);
         let flops = 2.0 * (m * n * k) as f64;
         THREADS.store(threads, std::sync::atomic::Ordering::Relaxed);
         let tm = time(min, || {
@@ -300,7 +260,7 @@ fn main() {
     let mut line = String::from("LM head (Q8_0, m=128, n=16384) GFLOP/s:");
     for (model, k) in [("smollm2", 576), ("gemma3", 640), ("qwen2.5", 896)] {
         let (n, m) = (16384, 128);
-        let w = weights(&mut rng, GgmlType::Q8_0, n, k);
+        let w = random_weights(&mut rng, GgmlType::Q8_0, n, k);
         let x: Vec<f32> = (0..m * k).map(|_| rng.unit() - 0.5).collect();
         let mut y = vec![0f32; m * n];
         let t = time(min, || {

@@ -2,7 +2,6 @@
 //! `cargo bench -p lse-kernels --bench packed`.
 
 #[path = "../tests/common/mod.rs"]
-#[allow(dead_code)]
 mod common;
 
 use common::*;

@@ -25,7 +25,7 @@ pub mod simd;
 
 pub use fp::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
 pub use lse_gguf::GgmlType;
-pub use matmul::matmul_packed;
+pub use matmul::{matmul, matmul_packed};
 pub use packed::{packable, PackedMatrix};
 pub use pool::ThreadPool;
 
@@ -75,21 +75,3 @@ pub fn dequantize_row(t: GgmlType, src: &[u8], dst: &mut [f32]) {
     f(&src[..need], dst);
 }
 
-/// `y[m][n] = Σ_k x[m][k] · W[n][k]`. `w`: `n` rows of `k` elements of type `t`, row-major bytes;
-/// `x`: `m` rows of `k` floats; `y`: `m` rows of `n` floats. Activations are converted once per
-/// call to the weight's dot type the way llama.cpp does. Panics on an unsupported type, a `k`
-/// that is not a multiple of the block size, or short buffers.
-#[allow(clippy::too_many_arguments)]
-pub fn matmul(
-    d: Dialect,
-    pool: &ThreadPool,
-    t: GgmlType,
-    w: &[u8],
-    n: usize,
-    k: usize,
-    x: &[f32],
-    m: usize,
-    y: &mut [f32],
-) {
-    matmul::matmul(d, pool, t, w, n, k, x, m, y)
-}

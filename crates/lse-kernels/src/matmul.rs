@@ -81,7 +81,10 @@ impl<T> SendPtr<T> {
     }
 }
 
-/// See the crate docs (`lse_kernels::matmul`).
+/// `y[m][n] = Σ_k x[m][k] · W[n][k]`. `w`: `n` rows of `k` elements of type `t`, row-major bytes;
+/// `x`: `m` rows of `k` floats; `y`: `m` rows of `n` floats. Activations are converted once per
+/// call to the weight's dot type the way llama.cpp does. Panics on an unsupported type, a `k`
+/// that is not a multiple of the block size, or short buffers.
 #[allow(clippy::too_many_arguments)]
 pub fn matmul(
     d: Dialect,

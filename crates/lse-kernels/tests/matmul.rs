@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use lse_kernels::quant::{dot_type, quantize_activation, scalar_dot_fn};
-use lse_kernels::{dequantize_row, device_arch, matmul, Dialect, GgmlType, ThreadPool};
+use lse_kernels::{device_arch, matmul, Dialect, GgmlType, ThreadPool};
 
 fn k_for(t: GgmlType) -> usize {
     if t.block_size() == 256 {
@@ -49,31 +49,11 @@ fn scalar_dot_equals_decoded_math() {
     }
 }
 
-/// Reference: y[i][r] = scalar dot of weight row r with activation row i quantized alone.
-fn reference(t: GgmlType, w: &[u8], n: usize, k: usize, x: &[f32], m: usize) -> Vec<f32> {
-    let dt = dot_type(t).unwrap();
-    let dot = scalar_dot_fn(t).unwrap();
-    let rb = t.row_bytes(k).unwrap();
-    let mut y = vec![0f32; m * n];
-    for i in 0..m {
-        let mut qx = vec![0u8; dt.row_bytes(k)];
-        quantize_activation(dt, &x[i * k..(i + 1) * k], &mut qx);
-        for r in 0..n {
-            y[i * n + r] = dot(&w[r * rb..(r + 1) * rb], &qx);
-        }
-    }
-    y
-}
-
 /// Absolute error bound for a SIMD result: its integer block sums equal the scalar's, only the
 /// f32 summation order of the per-block (scale × integer) terms differs: 2e-5 relative to
 /// the sum of magnitudes, estimated from the decoded operands.
 fn bound(t: GgmlType, w: &[u8], r: usize, k: usize, x: &[f32]) -> f32 {
-    let rb = t.row_bytes(k).unwrap();
-    let mut wd = vec![0f32; k];
-    dequantize_row(t, &w[r * rb..(r + 1) * rb], &mut wd);
-    let mag: f32 = wd.iter().zip(x).map(|(a, b)| (a * b).abs()).sum();
-    2e-5 * mag * 1.1 + 1e-6
+    2e-5 * row_mag(t, w, r, k, x) * 1.1 + 1e-6
 }
 
 #[test]
@@ -87,7 +67,7 @@ fn matmul_matches_scalar_reference_all_types() {
         let (n, m) = (37, 11);
         let w = random_weights(&mut rng, t, n, k);
         let x = random_acts(&mut rng, m, k);
-        let want = reference(t, &w, n, k, &x, m);
+        let want = reference_matmul(t, &w, n, k, &x, m);
         // Scalar dialect: bit-identical to the per-element scalar dot, for 1 and 2 threads.
         for p in &pools {
             let mut y = vec![f32::NAN; m * n];
@@ -177,7 +157,7 @@ fn matmul_larger_sizes_and_threads() {
         }
         assert_eq!(
             per_dialect[0],
-            reference(t, &w, n, k, &x, m),
+            reference_matmul(t, &w, n, k, &x, m),
             "{} scalar matmul vs per-element dots",
             t.name()
         );

@@ -4,10 +4,8 @@
 mod common;
 
 use common::*;
-use lse_kernels::quant::{dot_type, quantize_activation, scalar_dot_fn};
-use lse_kernels::{
-    dequantize_row, matmul, matmul_packed, packable, Dialect, GgmlType, PackedMatrix, ThreadPool,
-};
+use lse_kernels::quant::{dot_type, quantize_activation};
+use lse_kernels::{matmul, matmul_packed, packable, Dialect, GgmlType, PackedMatrix, ThreadPool};
 
 const PACKED: &[GgmlType] = &[
     GgmlType::Q4_0,
@@ -18,28 +16,6 @@ const PACKED: &[GgmlType] = &[
     GgmlType::Q4_K,
     GgmlType::Q6_K,
 ];
-
-fn reference(t: GgmlType, w: &[u8], n: usize, k: usize, x: &[f32], m: usize) -> Vec<f32> {
-    let dt = dot_type(t).unwrap();
-    let dot = scalar_dot_fn(t).unwrap();
-    let rb = t.row_bytes(k).unwrap();
-    let mut y = vec![0f32; m * n];
-    for i in 0..m {
-        let mut qx = vec![0u8; dt.row_bytes(k)];
-        quantize_activation(dt, &x[i * k..(i + 1) * k], &mut qx);
-        for r in 0..n {
-            y[i * n + r] = dot(&w[r * rb..(r + 1) * rb], &qx);
-        }
-    }
-    y
-}
-
-fn mag(t: GgmlType, w: &[u8], r: usize, k: usize, x: &[f32]) -> f32 {
-    let rb = t.row_bytes(k).unwrap();
-    let mut wd = vec![0f32; k];
-    dequantize_row(t, &w[r * rb..(r + 1) * rb], &mut wd);
-    wd.iter().zip(x).map(|(a, b)| (a * b).abs()).sum()
-}
 
 #[test]
 fn packed_matmul_matches_scalar() {
@@ -54,7 +30,7 @@ fn packed_matmul_matches_scalar() {
             let k = if t.block_size() == 256 { k.div_ceil(256) * 256 } else { k };
             let w = random_weights(&mut rng, t, n, k);
             let x = random_acts(&mut rng, m, k);
-            let want = reference(t, &w, n, k, &x, m);
+            let want = reference_matmul(t, &w, n, k, &x, m);
             let p = PackedMatrix::new(&pools[1], t, &w, n, k).unwrap();
             let mut first: Option<Vec<f32>> = None;
             for pool in &pools {
@@ -71,7 +47,7 @@ fn packed_matmul_matches_scalar() {
             let mut worst = 0f32;
             for i in 0..m {
                 for r in 0..n {
-                    let b = 2e-5 * 1.1 * mag(t, &w, r, k, &x[i * k..(i + 1) * k]) + 1e-6;
+                    let b = 2e-5 * 1.1 * row_mag(t, &w, r, k, &x[i * k..(i + 1) * k]) + 1e-6;
                     let e = (y[i * n + r] - want[i * n + r]).abs();
                     assert!(
                         e <= b,
@@ -95,17 +71,11 @@ fn packed_matmul_matches_scalar() {
 /// exact f64 math on the quantized operands is about the row kernels' (mean, within 2x).
 #[test]
 fn packed_real_weights_as_accurate_as_row_kernels() {
-    use lse_gguf::GgufFile;
     if !packable(GgmlType::Q4_1) {
         return;
     }
     let pool = ThreadPool::new(2);
-    for name in ["smollm2", "gemma3", "qwen25coder"] {
-        let Some(path) = lse_testdata::model(name) else {
-            eprintln!("{name}: model unavailable, skipping");
-            continue;
-        };
-        let f = GgufFile::open(&path).expect("open model");
+    for (name, f) in test_models() {
         let mut seen = std::collections::BTreeSet::new();
         let mut rng = Rng::new(9);
         for ti in f.tensors() {

@@ -6,7 +6,6 @@
 mod common;
 
 use common::*;
-use lse_gguf::GgufFile;
 use lse_kernels::quant::{dot_type, quantize_activation};
 use lse_kernels::{matmul, supports, Dialect, GgmlType, ThreadPool};
 use std::collections::BTreeMap;
@@ -14,12 +13,7 @@ use std::collections::BTreeMap;
 #[test]
 fn real_model_tensors_every_type() {
     let pool = ThreadPool::new(2);
-    for name in ["smollm2", "gemma3", "qwen25coder"] {
-        let Some(path) = lse_testdata::model(name) else {
-            eprintln!("{name}: model unavailable, skipping");
-            continue;
-        };
-        let f = GgufFile::open(&path).expect("open model");
+    for (name, f) in test_models() {
         // one tensor per type (the first 2-D one), plus a census
         let mut census: BTreeMap<&str, usize> = BTreeMap::new();
         let mut pick: BTreeMap<&str, usize> = BTreeMap::new();

@@ -58,6 +58,13 @@ pub struct AttnShape {
     pub window: Option<usize>,
 }
 
+impl AttnShape {
+    /// The first key visible to the query at position `t`.
+    fn first_key(&self, t: usize) -> usize {
+        self.window.map_or(0, |w| (t + 1).saturating_sub(w))
+    }
+}
+
 /// Why an attention call cannot run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AttnError(pub String);
@@ -105,10 +112,7 @@ pub fn attention(
     }
 
     // The smallest key any query of this call can see.
-    let lo = match s.window {
-        Some(w) => (s.q_pos0 + 1).saturating_sub(w),
-        None => 0,
-    };
+    let lo = s.first_key(s.q_pos0);
     let n_keys = n_kv - lo;
     #[cfg(target_arch = "x86_64")]
     if kind == AttnKind::Flash && tiled_available(d) && dk % 16 == 0 && dv % 16 == 0 {
@@ -140,20 +144,13 @@ pub fn attention(
 
     let isa = VecIsa::pick(d);
     let group = s.n_head / hk;
-    let n_blocks = s.n_q.div_ceil(Q_BLOCK);
-    let op = SendPtr(out.as_mut_ptr());
-    pool.run(hk * n_blocks, &|task| {
-        let op = &op;
-        let (g, b) = (task / n_blocks, task % n_blocks);
+    for_query_blocks(pool, s, hk, out, |g, b, op| {
         let keys_k = &kf[g * n_keys * dk..(g + 1) * n_keys * dk];
         let keys_v = &vf[g * n_keys * dv..(g + 1) * n_keys * dv];
         let mut scratch = Scratch::default();
         for i in b * Q_BLOCK..((b + 1) * Q_BLOCK).min(s.n_q) {
             let t = s.q_pos0 + i;
-            let first = match s.window {
-                Some(w) => (t + 1).saturating_sub(w),
-                None => 0,
-            };
+            let first = s.first_key(t);
             let (k0, k1) = (first - lo, t + 1 - lo);
             for h in g * group..(g + 1) * group {
                 let qrow = &q[(i * s.n_head + h) * dk..(i * s.n_head + h + 1) * dk];
@@ -235,11 +232,7 @@ fn attention_tiled(
         });
     }
     let group = s.n_head / hk;
-    let n_blocks = s.n_q.div_ceil(Q_BLOCK);
-    let op = SendPtr(out.as_mut_ptr());
-    pool.run(hk * n_blocks, &|task| {
-        let op = &op;
-        let (g, b) = (task / n_blocks, task % n_blocks);
+    for_query_blocks(pool, s, hk, out, |g, b, op| {
         let kt_g = &kt[g * n_panels * dk * KP..(g + 1) * n_panels * dk * KP];
         let v_g = &vf[g * np * dv..(g + 1) * np * dv];
         let mut acc = vec![0f32; RM * dv];
@@ -253,10 +246,7 @@ fn attention_tiled(
             for r in 0..n {
                 let (i, h) = (i0 + (r0 + r) / group, g * group + (r0 + r) % group);
                 let t = s.q_pos0 + i;
-                let first = match s.window {
-                    Some(w) => (t + 1).saturating_sub(w),
-                    None => 0,
-                };
+                let first = s.first_key(t);
                 rows.q[r] = &q[(i * s.n_head + h) * dk..(i * s.n_head + h + 1) * dk];
                 rows.last[r] = t - lo;
                 rows.first[r] = first - lo;
@@ -290,6 +280,20 @@ impl Keys<'_> {
 #[derive(Default)]
 pub(crate) struct Scratch {
     pub scores: Vec<f32>,
+}
+
+/// Runs `f(g, b, out)` on the pool for every KV head `g` and block `b` of `Q_BLOCK` queries;
+/// each task may write only the output rows of its (g, b).
+fn for_query_blocks(
+    pool: &ThreadPool,
+    s: &AttnShape,
+    hk: usize,
+    out: &mut [f32],
+    f: impl Fn(usize, usize, &SendPtr) + Sync,
+) {
+    let n_blocks = s.n_q.div_ceil(Q_BLOCK);
+    let op = SendPtr(out.as_mut_ptr());
+    pool.run(hk * n_blocks, &|task| f(task / n_blocks, task % n_blocks, &op));
 }
 
 struct SendPtr(*mut f32);

@@ -3,7 +3,7 @@
 //! bits 2t..2t+2 of `qs[32h + l]` and, as its high bit, bit 4h + t of `hmask[l]`; a clear high bit
 //! subtracts 4. value = d·(sc − 32)·q. Dot type: Q8_K.
 
-use super::q8_k;
+use super::q6_k::dot_16;
 use crate::fp::rd_f16;
 
 pub const QK: usize = 256;
@@ -56,27 +56,7 @@ pub fn dequantize(src: &[u8], dst: &mut [f32]) {
     }
 }
 
-/// Scalar dot with a Q8_K activation row (ggml generic order: 8 integer lanes, 8 f32 sums).
+/// Scalar dot with a Q8_K activation row (as Q6_K's).
 pub fn dot(w: &[u8], x: &[u8]) -> f32 {
-    let mut sums = [0.0f32; 8];
-    for (wb, xb) in w
-        .chunks_exact(BLOCK_BYTES)
-        .zip(x.chunks_exact(q8_k::BLOCK_BYTES))
-    {
-        let sc = scales(&wb[SCALES..SCALES + 12]);
-        let a = unpack(wb);
-        let mut aux32 = [0i32; 8];
-        for (p, &av) in a.iter().enumerate() {
-            aux32[p % 8] += sc[p / 16] as i32 * (q8_k::q(xb, p) * av as i32);
-        }
-        let d = rd_f16(wb, D) * q8_k::d(xb);
-        for l in 0..8 {
-            sums[l] += d * aux32[l] as f32;
-        }
-    }
-    let mut sumf = 0.0f32;
-    for s in sums {
-        sumf += s;
-    }
-    sumf
+    dot_16::<BLOCK_BYTES, D>(w, x, |b| (scales(&b[SCALES..SCALES + 12]), unpack(b)))
 }

@@ -32,6 +32,12 @@ pub fn unpack(b: &[u8]) -> [i8; 256] {
     a
 }
 
+/// The 16 signed sub-block scales.
+#[inline(always)]
+fn scales(b: &[u8]) -> [i8; 16] {
+    std::array::from_fn(|s| b[SCALES + s] as i8)
+}
+
 pub fn dequantize(src: &[u8], dst: &mut [f32]) {
     for (b, y) in src.chunks_exact(BLOCK_BYTES).zip(dst.chunks_exact_mut(QK)) {
         let d = rd_f16(b, D);
@@ -45,19 +51,28 @@ pub fn dequantize(src: &[u8], dst: &mut [f32]) {
     }
 }
 
-/// Scalar dot with a Q8_K activation row (ggml generic order: 8 integer lanes, 8 f32 sums).
+/// Scalar dot with a Q8_K activation row (see [`dot_16`]).
 pub fn dot(w: &[u8], x: &[u8]) -> f32 {
+    dot_16::<BLOCK_BYTES, D>(w, x, |b| (scales(b), unpack(b)))
+}
+
+/// Scalar dot of a row of Q6_K/Q3_K-shaped blocks (`BB` bytes: 16 sub-blocks of 16 with signed
+/// scales, f16 `d` at byte `DO`; `split` gives a block's scales and quants in element order) with
+/// a Q8_K activation row, in ggml's generic order: 8 integer lanes, 8 f32 sums.
+#[inline(always)]
+pub(crate) fn dot_16<const BB: usize, const DO: usize>(
+    w: &[u8],
+    x: &[u8],
+    split: impl Fn(&[u8]) -> ([i8; 16], [i8; 256]),
+) -> f32 {
     let mut sums = [0.0f32; 8];
-    for (wb, xb) in w
-        .chunks_exact(BLOCK_BYTES)
-        .zip(x.chunks_exact(q8_k::BLOCK_BYTES))
-    {
-        let a = unpack(wb);
+    for (wb, xb) in w.chunks_exact(BB).zip(x.chunks_exact(q8_k::BLOCK_BYTES)) {
+        let (sc, a) = split(wb);
         let mut aux32 = [0i32; 8];
         for (p, &av) in a.iter().enumerate() {
-            aux32[p % 8] += (wb[SCALES + p / 16] as i8 as i32) * (q8_k::q(xb, p) * av as i32);
+            aux32[p % 8] += sc[p / 16] as i32 * (q8_k::q(xb, p) * av as i32);
         }
-        let d = rd_f16(wb, D) * q8_k::d(xb);
+        let d = rd_f16(wb, DO) * q8_k::d(xb);
         for l in 0..8 {
             sums[l] += d * aux32[l] as f32;
         }

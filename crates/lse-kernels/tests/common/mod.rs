@@ -3,6 +3,8 @@
 #![allow(dead_code)]
 
 use half::f16;
+use lse_gguf::GgufFile;
+use lse_kernels::quant::{dot_type, quantize_activation, scalar_dot_fn};
 use lse_kernels::GgmlType;
 use std::path::PathBuf;
 
@@ -188,4 +190,48 @@ pub fn reference_dot(t: GgmlType, wrow: &[u8], qx: &[u8], k: usize) -> (f64, f64
         wd.iter().zip(&xd).map(|(a, b)| *a as f64 * *b as f64).sum()
     };
     (v, mag)
+}
+
+/// y[i][r] = scalar dot of weight row r with activation row i quantized alone.
+pub fn reference_matmul(
+    t: GgmlType,
+    w: &[u8],
+    n: usize,
+    k: usize,
+    x: &[f32],
+    m: usize,
+) -> Vec<f32> {
+    let dt = dot_type(t).unwrap();
+    let dot = scalar_dot_fn(t).unwrap();
+    let rb = t.row_bytes(k).unwrap();
+    let mut y = vec![0f32; m * n];
+    for i in 0..m {
+        let mut qx = vec![0u8; dt.row_bytes(k)];
+        quantize_activation(dt, &x[i * k..(i + 1) * k], &mut qx);
+        for r in 0..n {
+            y[i * n + r] = dot(&w[r * rb..(r + 1) * rb], &qx);
+        }
+    }
+    y
+}
+
+/// Σ|w_i·x_i| over decoded weight row `r` and the activation row `x`, in f32.
+pub fn row_mag(t: GgmlType, w: &[u8], r: usize, k: usize, x: &[f32]) -> f32 {
+    let rb = t.row_bytes(k).unwrap();
+    let mut wd = vec![0f32; k];
+    lse_kernels::dequantize_row(t, &w[r * rb..(r + 1) * rb], &mut wd);
+    wd.iter().zip(x).map(|(a, b)| (a * b).abs()).sum()
+}
+
+/// The three test models that can be had, opened; prints which are skipped.
+pub fn test_models() -> impl Iterator<Item = (&'static str, GgufFile)> {
+    ["smollm2", "gemma3", "qwen25coder"]
+        .into_iter()
+        .filter_map(|name| {
+            let Some(path) = lse_testdata::model(name) else {
+                eprintln!("{name}: model unavailable, skipping");
+                return None;
+            };
+            Some((name, GgufFile::open(&path).expect("open model")))
+        })
 }

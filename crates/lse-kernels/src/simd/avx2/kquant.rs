@@ -28,6 +28,49 @@ unsafe fn sum2(s: [__m256i; 2]) -> __m256i {
     _mm256_add_epi32(s[0], s[1])
 }
 
+/// Adds `d·dx·Σ sumi − dmin·dx·Σ_g bsum_g·min_g` of each activation row's block at `xq` to its
+/// accumulator (`mins`: 16 i16 lanes, the min of 16-sum g in lane g).
+#[inline(always)]
+unsafe fn acc_with_mins<const NX: usize>(
+    acc: &mut [__m256; NX],
+    sumi: &[[__m256i; 2]; NX],
+    xq: *const u8,
+    xs: usize,
+    d: f32,
+    dmin: f32,
+    mins: __m256i,
+) {
+    for j in 0..NX {
+        let p = xq.add(j * xs);
+        let dx = rdf32(p);
+        let m = _mm256_madd_epi16(ld(p.add(260)), mins);
+        acc[j] = _mm256_fmadd_ps(
+            _mm256_set1_ps(d * dx),
+            _mm256_cvtepi32_ps(sum2(sumi[j])),
+            acc[j],
+        );
+        acc[j] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * dx), _mm256_cvtepi32_ps(m), acc[j]);
+    }
+}
+
+/// Adds `d·dx·(Σ sumi − Σ_g bsum_g·corr_g)` of each activation row's block at `xq` to its
+/// accumulator (`corr`: the quant offset times the scale of 16-sum g, in i16 lane g).
+#[inline(always)]
+unsafe fn acc_with_offset<const NX: usize>(
+    acc: &mut [__m256; NX],
+    sumi: &[[__m256i; 2]; NX],
+    xq: *const u8,
+    xs: usize,
+    d: f32,
+    corr: __m256i,
+) {
+    for j in 0..NX {
+        let p = xq.add(j * xs);
+        let s = _mm256_sub_epi32(sum2(sumi[j]), _mm256_madd_epi16(ld(p.add(260)), corr));
+        acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(d * rdf32(p)), _mm256_cvtepi32_ps(s), acc[j]);
+    }
+}
+
 #[inline(always)]
 pub(crate) unsafe fn q4_k_body<O: Ops, const NX: usize>(
     k: usize,
@@ -36,57 +79,7 @@ pub(crate) unsafe fn q4_k_body<O: Ops, const NX: usize>(
     xs: usize,
     out: &mut [f32; MR],
 ) {
-    let mut acc = [_mm256_setzero_ps(); NX];
-    let m4 = _mm256_set1_epi8(0x0f);
-    for b in 0..k / 256 {
-        let wb = w.add(144 * b);
-        let xq = x.add(292 * b);
-        let (sc, mn) = q4_k::scales_mins(core::slice::from_raw_parts(wb.add(4), 12));
-        let mut sumi = [[_mm256_setzero_si256(); 2]; NX];
-        for c in 0..4 {
-            let raw = ld(wb.add(16 + 32 * c));
-            let lo = _mm256_and_si256(raw, m4);
-            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(raw), m4);
-            kq_group::<O, NX>(
-                lo,
-                _mm256_set1_epi16(sc[2 * c] as i16),
-                xq,
-                xs,
-                2 * c,
-                &mut sumi,
-            );
-            kq_group::<O, NX>(
-                hi,
-                _mm256_set1_epi16(sc[2 * c + 1] as i16),
-                xq,
-                xs,
-                2 * c + 1,
-                &mut sumi,
-            );
-        }
-        let mins = mins16_pairs(&mn);
-        let (d, dmin) = (h2f(wb), h2f(wb.add(2)));
-        for j in 0..NX {
-            let p = xq.add(j * xs);
-            let dx = rdf32(p);
-            let m = _mm256_madd_epi16(ld(p.add(260)), mins);
-            acc[j] = _mm256_fmadd_ps(
-                _mm256_set1_ps(d * dx),
-                _mm256_cvtepi32_ps(sum2(sumi[j])),
-                acc[j],
-            );
-            acc[j] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * dx), _mm256_cvtepi32_ps(m), acc[j]);
-        }
-    }
-    finish(&acc, out);
-}
-
-/// 16 i16 lanes: min g/2 in lane g (a 32-element sub-block covers two 16-sums).
-#[inline(always)]
-unsafe fn mins16_pairs(mn: &[u8; 8]) -> __m256i {
-    let m = _mm_loadl_epi64(mn.as_ptr() as *const __m128i);
-    let m = _mm_unpacklo_epi8(m, m); // each byte twice
-    _mm256_cvtepu8_epi16(m)
+    q45_k_body::<O, NX, false>(k, w, x, xs, out)
 }
 
 #[inline(always)]
@@ -97,56 +90,62 @@ pub(crate) unsafe fn q5_k_body<O: Ops, const NX: usize>(
     xs: usize,
     out: &mut [f32; MR],
 ) {
+    q45_k_body::<O, NX, true>(k, w, x, xs, out)
+}
+
+/// Q4_K, or with `Q5` Q5_K (same layout plus `qh[32]` before the nibbles, whose bit 2c / 2c+1
+/// is the 5th bit of sub-block 2c / 2c+1).
+#[inline(always)]
+unsafe fn q45_k_body<O: Ops, const NX: usize, const Q5: bool>(
+    k: usize,
+    w: *const u8,
+    x: *const u8,
+    xs: usize,
+    out: &mut [f32; MR],
+) {
+    let (block_bytes, qs) = if Q5 { (176, 48) } else { (144, 16) };
     let mut acc = [_mm256_setzero_ps(); NX];
     let m4 = _mm256_set1_epi8(0x0f);
     let b16 = _mm256_set1_epi8(0x10);
     for b in 0..k / 256 {
-        let wb = w.add(176 * b);
+        let wb = w.add(block_bytes * b);
         let xq = x.add(292 * b);
         let (sc, mn) = q4_k::scales_mins(core::slice::from_raw_parts(wb.add(4), 12));
-        let hb = ld(wb.add(16));
+        let hb = if Q5 {
+            ld(wb.add(16))
+        } else {
+            _mm256_setzero_si256()
+        };
         let mut bit = _mm256_set1_epi8(1);
         let mut sumi = [[_mm256_setzero_si256(); 2]; NX];
         for c in 0..4 {
-            let raw = ld(wb.add(48 + 32 * c));
-            let h0 = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, bit), bit), b16);
-            bit = _mm256_add_epi8(bit, bit);
-            let h1 = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, bit), bit), b16);
-            bit = _mm256_add_epi8(bit, bit);
-            let lo = _mm256_or_si256(_mm256_and_si256(raw, m4), h0);
-            let hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(raw), m4), h1);
-            kq_group::<O, NX>(
-                lo,
-                _mm256_set1_epi16(sc[2 * c] as i16),
-                xq,
-                xs,
-                2 * c,
-                &mut sumi,
-            );
-            kq_group::<O, NX>(
-                hi,
-                _mm256_set1_epi16(sc[2 * c + 1] as i16),
-                xq,
-                xs,
-                2 * c + 1,
-                &mut sumi,
-            );
+            let raw = ld(wb.add(qs + 32 * c));
+            let mut lo = _mm256_and_si256(raw, m4);
+            let mut hi = _mm256_and_si256(_mm256_srli_epi16::<4>(raw), m4);
+            if Q5 {
+                let h0 = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, bit), bit), b16);
+                bit = _mm256_add_epi8(bit, bit);
+                let h1 = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, bit), bit), b16);
+                bit = _mm256_add_epi8(bit, bit);
+                lo = _mm256_or_si256(lo, h0);
+                hi = _mm256_or_si256(hi, h1);
+            }
+            let (s0, s1) = (sc[2 * c] as i16, sc[2 * c + 1] as i16);
+            kq_group::<O, NX>(lo, _mm256_set1_epi16(s0), xq, xs, 2 * c, &mut sumi);
+            kq_group::<O, NX>(hi, _mm256_set1_epi16(s1), xq, xs, 2 * c + 1, &mut sumi);
         }
         let mins = mins16_pairs(&mn);
-        let (d, dmin) = (h2f(wb), h2f(wb.add(2)));
-        for j in 0..NX {
-            let p = xq.add(j * xs);
-            let dx = rdf32(p);
-            let m = _mm256_madd_epi16(ld(p.add(260)), mins);
-            acc[j] = _mm256_fmadd_ps(
-                _mm256_set1_ps(d * dx),
-                _mm256_cvtepi32_ps(sum2(sumi[j])),
-                acc[j],
-            );
-            acc[j] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * dx), _mm256_cvtepi32_ps(m), acc[j]);
-        }
+        acc_with_mins(&mut acc, &sumi, xq, xs, h2f(wb), h2f(wb.add(2)), mins);
     }
     finish(&acc, out);
+}
+
+/// 16 i16 lanes: min g/2 in lane g (a 32-element sub-block covers two 16-sums).
+#[inline(always)]
+unsafe fn mins16_pairs(mn: &[u8; 8]) -> __m256i {
+    let m = _mm_loadl_epi64(mn.as_ptr() as *const __m128i);
+    let m = _mm_unpacklo_epi8(m, m); // each byte twice
+    _mm256_cvtepu8_epi16(m)
 }
 
 #[inline(always)]
@@ -198,12 +197,7 @@ pub(crate) unsafe fn q6_k_body<O: Ops, const NX: usize>(
         // Σ sc·(q − 32)·x = Σ sc·q·x − 32·Σ_g sc_g·bsum_g
         let corr =
             _mm256_slli_epi16::<5>(_mm256_cvtepi8_epi16(_mm_loadu_si128(scp as *const __m128i)));
-        let d = h2f(wb.add(208));
-        for j in 0..NX {
-            let p = xq.add(j * xs);
-            let s = _mm256_sub_epi32(sum2(sumi[j]), _mm256_madd_epi16(ld(p.add(260)), corr));
-            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(d * rdf32(p)), _mm256_cvtepi32_ps(s), acc[j]);
-        }
+        acc_with_offset(&mut acc, &sumi, xq, xs, h2f(wb.add(208)), corr);
     }
     finish(&acc, out);
 }
@@ -246,18 +240,15 @@ pub(crate) unsafe fn q2_k_body<O: Ops, const NX: usize>(
         let s16 = _mm_loadu_si128(wb as *const __m128i);
         let mins =
             _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16::<4>(s16), _mm_set1_epi8(0x0f)));
-        let (d, dmin) = (h2f(wb.add(80)), h2f(wb.add(82)));
-        for j in 0..NX {
-            let p = xq.add(j * xs);
-            let dx = rdf32(p);
-            let m = _mm256_madd_epi16(ld(p.add(260)), mins);
-            acc[j] = _mm256_fmadd_ps(
-                _mm256_set1_ps(dx * d),
-                _mm256_cvtepi32_ps(sum2(sumi[j])),
-                acc[j],
-            );
-            acc[j] = _mm256_fnmadd_ps(_mm256_set1_ps(dx * dmin), _mm256_cvtepi32_ps(m), acc[j]);
-        }
+        acc_with_mins(
+            &mut acc,
+            &sumi,
+            xq,
+            xs,
+            h2f(wb.add(80)),
+            h2f(wb.add(82)),
+            mins,
+        );
     }
     finish(&acc, out);
 }
@@ -307,12 +298,7 @@ pub(crate) unsafe fn q3_k_body<O: Ops, const NX: usize>(
         let corr = _mm256_slli_epi16::<2>(_mm256_cvtepi8_epi16(_mm_loadu_si128(
             sc.as_ptr() as *const __m128i
         )));
-        let d = h2f(wb.add(108));
-        for j in 0..NX {
-            let p = xq.add(j * xs);
-            let s = _mm256_sub_epi32(sum2(sumi[j]), _mm256_madd_epi16(ld(p.add(260)), corr));
-            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(d * rdf32(p)), _mm256_cvtepi32_ps(s), acc[j]);
-        }
+        acc_with_offset(&mut acc, &sumi, xq, xs, h2f(wb.add(108)), corr);
     }
     finish(&acc, out);
 }
