@@ -1,6 +1,7 @@
 //! Command-line parsing and validation (SPEC §2, §3). Every error is one line naming the option.
 
 use lse_engine::{parse_dialect, EngineOptions, KvDtype};
+use lse_eval::{Method, PerplexityRequest};
 use std::path::PathBuf;
 
 pub const HELP: &str = "\
@@ -71,16 +72,10 @@ pub struct Args {
     pub tokenize_no_special: bool,
     pub tokenize_no_parse_special: bool,
     pub tokenize_output: Option<PathBuf>,
-    pub method: Option<String>,
-    pub ctx: Option<usize>,
-    pub stride: Option<usize>,
-    pub chunks: Option<usize>,
-    pub kld_base_out: Option<PathBuf>,
-    pub kld_top_k: Option<usize>,
-    pub kld_base: Option<PathBuf>,
+    /// The perplexity options (`--perplexity-method` … `--perplexity-windows`); its input is filled
+    /// from the mode's file once the options have been checked.
+    pub request: PerplexityRequest,
     pub output: Option<PathBuf>,
-    pub token_ids: bool,
-    pub windows: bool,
     pub quiet: bool,
 }
 
@@ -200,27 +195,22 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
                 modes.push(name.clone());
                 a.mode = Some(Mode::PerplexityPairs(PathBuf::from(v)))
             }
-            "--perplexity-method" => {
-                if v != "chunks" && v != "sliding" {
-                    return Err(format!("unknown --perplexity-method '{v}' (allowed: chunks, sliding)"));
-                }
-                a.method = Some(v.to_string())
-            }
-            "--perplexity-ctx" => a.ctx = Some(positive(&name, v)?),
-            "--perplexity-stride" => a.stride = Some(positive(&name, v)?),
-            "--perplexity-chunks" => a.chunks = Some(positive(&name, v)?),
-            "--perplexity-kld-base-out" => a.kld_base_out = Some(PathBuf::from(v)),
+            "--perplexity-method" => a.request.method = Some(Method::parse(v).map_err(|e| e.to_string())?),
+            "--perplexity-ctx" => a.request.ctx = Some(positive(&name, v)?),
+            "--perplexity-stride" => a.request.stride = Some(positive(&name, v)?),
+            "--perplexity-chunks" => a.request.chunks = Some(positive(&name, v)?),
+            "--perplexity-kld-base-out" => a.request.kld_base_out = Some(PathBuf::from(v)),
             "--perplexity-kld-top-k" => {
                 let k = v.trim().parse::<i64>().map_err(|_| format!("--perplexity-kld-top-k must be an integer between 1 and 32, got '{v}'"))?;
                 if !(1..=32).contains(&k) {
                     return Err(format!("--perplexity-kld-top-k must be between 1 and 32, got {k}"));
                 }
-                a.kld_top_k = Some(k as usize)
+                a.request.kld_top_k = Some(k as usize)
             }
-            "--perplexity-kld" => a.kld_base = Some(PathBuf::from(v)),
+            "--perplexity-kld" => a.request.kld_base = Some(PathBuf::from(v)),
             "--perplexity-output" => a.output = Some(PathBuf::from(v)),
-            "--perplexity-token-ids" => a.token_ids = true,
-            "--perplexity-windows" => a.windows = true,
+            "--perplexity-token-ids" => a.request.include_token_ids = true,
+            "--perplexity-windows" => a.request.include_windows = true,
             "--quiet" => a.quiet = true,
             _ => unreachable!("listed option {name}"),
         }
@@ -278,9 +268,10 @@ mod tests {
         assert_eq!(e.dialect, lse_engine::Dialect::Scalar);
         assert_eq!((e.threads, e.batch_size, e.ubatch_size, e.kv_len), (3, 1024, 256, Some(4096)));
         assert_eq!(e.kv_dtype, KvDtype::Bf16);
-        assert!(!e.flash_attention && !e.cpu_fallback_allowed && a.no_mtp && a.token_ids && a.windows && a.quiet);
+        assert!(!e.flash_attention && !e.cpu_fallback_allowed && a.no_mtp && a.request.include_token_ids && a.request.include_windows && a.quiet);
         assert_eq!(a.mode, Some(Mode::Perplexity("t.txt".into())));
-        assert_eq!((a.ctx, a.stride, a.chunks, a.kld_top_k), (Some(256), Some(64), Some(3), Some(8)));
+        let r = &a.request;
+        assert_eq!((r.ctx, r.stride, r.chunks, r.kld_top_k), (Some(256), Some(64), Some(3), Some(8)));
     }
 
     #[test]

@@ -103,19 +103,8 @@ fn perplexity(args: &Args, model: &Path, mode: Mode) -> Result<(), String> {
         Mode::PerplexityPairs(_) => PerplexityInput::Pairs(Vec::new()),
         _ => PerplexityInput::Text(String::new()),
     };
-    let mut req = PerplexityRequest {
-        input: placeholder,
-        method: args.method.as_deref().map(lse_eval::Method::parse).transpose().map_err(err)?,
-        ctx: args.ctx,
-        stride: args.stride,
-        chunks: args.chunks,
-        kld_base_out: args.kld_base_out.clone(),
-        kld_top_k: args.kld_top_k,
-        kld_base: args.kld_base.clone(),
-        include_windows: args.windows,
-        include_token_ids: args.token_ids,
-    };
-    if matches!(mode, Mode::PerplexityPairs(_)) && args.ctx.is_some() {
+    let mut req = PerplexityRequest { input: placeholder, ..args.request.clone() };
+    if matches!(mode, Mode::PerplexityPairs(_)) && req.ctx.is_some() {
         return Err("--perplexity-ctx does not apply to --perplexity-pairs (the ctx is the longest record)".into());
     }
     req.validate().map_err(err)?;
