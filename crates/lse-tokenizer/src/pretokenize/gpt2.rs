@@ -1,6 +1,6 @@
 //! GPT-2's split: `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`.
 
-use super::{Cutter, Span, Window, OUT_OF_RANGE};
+use super::{whitespace_or_one, Cutter, Span, Window};
 use crate::unicode::{Codepoints, Flags};
 
 /// Splits each span with the GPT-2 rules.
@@ -79,18 +79,6 @@ fn split_span(w: &Window, out: &mut Vec<Span>) {
         while w.flags(pos + n_ws).is_whitespace() {
             n_ws += 1;
         }
-        // whitespace not followed by a non-space: leave the last one for the next word
-        if n_ws > 1 && w.cpt(pos + n_ws) != OUT_OF_RANGE {
-            pos += n_ws - 1;
-            cut.cut(pos);
-            continue;
-        }
-        if n_ws > 0 {
-            pos += n_ws;
-            cut.cut(pos);
-            continue;
-        }
-        pos += 1;
-        cut.cut(pos);
+        pos = whitespace_or_one(w, pos, n_ws, &mut cut);
     }
 }

@@ -2,7 +2,7 @@
 //! `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 //! with Qwen2's single digits, and Qwen3.5's combining marks counted with letters.
 
-use super::{Cutter, Span, Window, OUT_OF_RANGE};
+use super::{whitespace_or_one, Cutter, Span, Window};
 use crate::unicode::{ascii_lower, Codepoints, Flags};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -120,17 +120,6 @@ fn split_span(w: &Window, v: Variant, out: &mut Vec<Span>) {
             cut.cut(pos);
             continue;
         }
-        if n_ws > 1 && w.cpt(pos + n_ws) != OUT_OF_RANGE {
-            pos += n_ws - 1;
-            cut.cut(pos);
-            continue;
-        }
-        if n_ws > 0 {
-            pos += n_ws;
-            cut.cut(pos);
-            continue;
-        }
-        pos += 1;
-        cut.cut(pos);
+        pos = whitespace_or_one(w, pos, n_ws, &mut cut);
     }
 }

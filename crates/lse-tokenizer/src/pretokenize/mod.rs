@@ -115,6 +115,21 @@ impl<'a> Cutter<'a> {
     }
 }
 
+/// The last alternatives of the GPT-2 and Llama 3 expressions, `\s+(?!\S)|\s+` and then any one
+/// codepoint: a run of `n_ws` whitespace codepoints at `pos` keeps its last one for the next word
+/// when one follows. Cuts the piece and returns where it ends.
+pub(crate) fn whitespace_or_one(w: &Window, pos: usize, n_ws: usize, cut: &mut Cutter) -> usize {
+    let end = if n_ws > 1 && w.cpt(pos + n_ws) != OUT_OF_RANGE {
+        pos + n_ws - 1
+    } else if n_ws > 0 {
+        pos + n_ws
+    } else {
+        pos + 1
+    };
+    cut.cut(end);
+    end
+}
+
 /// Applies a "regular expression" in the way `std::regex_iterator` walks a span: at each point the
 /// leftmost match is taken (`matcher(pos)` returns its end), the unmatched text before it becomes
 /// a piece of its own, and so does any unmatched tail.
