@@ -1,6 +1,5 @@
 //! `GgufFile`: an opened, fully validated GGUF file.
 
-use std::collections::HashMap;
 use std::fs::File;
 use std::path::Path;
 
@@ -35,23 +34,18 @@ impl TensorInfo {
 /// data lies inside the file at an aligned offset.
 pub struct GgufFile {
     storage: Storage,
-    version: u32,
-    alignment: u64,
-    metadata: Vec<(String, Value)>,
-    metadata_index: HashMap<String, usize>,
-    tensors: Vec<TensorInfo>,
-    tensor_index: HashMap<String, usize>,
-    data_start: u64,
+    /// Header, metadata and tensor table, all bounds-checked against `storage`.
+    parsed: Parsed,
 }
 
 impl std::fmt::Debug for GgufFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GgufFile")
-            .field("version", &self.version)
-            .field("alignment", &self.alignment)
-            .field("metadata", &self.metadata.len())
-            .field("tensors", &self.tensors.len())
-            .field("data_start", &self.data_start)
+            .field("version", &self.parsed.version)
+            .field("alignment", &self.parsed.alignment)
+            .field("metadata", &self.parsed.metadata.len())
+            .field("tensors", &self.parsed.tensors.len())
+            .field("data_start", &self.parsed.data_start)
             .finish()
     }
 }
@@ -81,48 +75,31 @@ impl GgufFile {
     }
 
     fn from_storage(storage: Storage) -> Result<GgufFile, GgufError> {
-        let Parsed {
-            version,
-            alignment,
-            metadata,
-            metadata_index,
-            tensors,
-            tensor_index,
-            data_start,
-        } = parse(storage.bytes())?;
-        Ok(GgufFile {
-            storage,
-            version,
-            alignment,
-            metadata,
-            metadata_index,
-            tensors,
-            tensor_index,
-            data_start,
-        })
+        let parsed = parse(storage.bytes())?;
+        Ok(GgufFile { storage, parsed })
     }
 
     pub fn version(&self) -> u32 {
-        self.version
+        self.parsed.version
     }
 
     /// `general.alignment`, or 32 when absent.
     pub fn alignment(&self) -> u64 {
-        self.alignment
+        self.parsed.alignment
     }
 
     /// Absolute file offset of the data section.
     pub fn data_start(&self) -> u64 {
-        self.data_start
+        self.parsed.data_start
     }
 
     /// All key/value pairs, in file order.
     pub fn metadata(&self) -> &[(String, Value)] {
-        &self.metadata
+        &self.parsed.metadata
     }
 
     pub fn get(&self, key: &str) -> Option<&Value> {
-        self.metadata_index.get(key).map(|&i| &self.metadata[i].1)
+        self.parsed.metadata_index.get(key).map(|&i| &self.parsed.metadata[i].1)
     }
 
     /// Any non-negative integer value.
@@ -162,18 +139,18 @@ impl GgufFile {
 
     /// The tensor table, in file order.
     pub fn tensors(&self) -> &[TensorInfo] {
-        &self.tensors
+        &self.parsed.tensors
     }
 
     pub fn tensor(&self, name: &str) -> Option<&TensorInfo> {
-        self.tensor_index.get(name).map(|&i| &self.tensors[i])
+        self.parsed.tensor_index.get(name).map(|&i| &self.parsed.tensors[i])
     }
 
     /// The bytes of a tensor from this file's table. For a `TensorInfo` that did not come from
     /// this file and does not fit in it, the slice is empty rather than a panic.
     pub fn tensor_data(&self, t: &TensorInfo) -> &[u8] {
         let range = || {
-            let start = usize::try_from(self.data_start.checked_add(t.offset)?).ok()?;
+            let start = usize::try_from(self.parsed.data_start.checked_add(t.offset)?).ok()?;
             let end = start.checked_add(usize::try_from(t.n_bytes).ok()?)?;
             self.storage.bytes().get(start..end)
         };
