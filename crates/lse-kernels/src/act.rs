@@ -29,7 +29,7 @@ unsafe fn swiglu_avx2(gate: &mut [f32], up: &[f32]) {
     let mut i = 0;
     while i + 8 <= n {
         let x = _mm256_loadu_ps(pg.add(i));
-        let e = crate::reduce::avx2::exp8(_mm256_sub_ps(zero, x));
+        let e = crate::vexp::exp8(_mm256_sub_ps(zero, x));
         let s = _mm256_div_ps(x, _mm256_add_ps(one, e));
         _mm256_storeu_ps(pg.add(i), _mm256_mul_ps(s, _mm256_loadu_ps(pu.add(i))));
         i += 8;

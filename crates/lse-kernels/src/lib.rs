@@ -22,6 +22,8 @@ mod pool;
 pub mod quant;
 pub mod reduce;
 pub mod simd;
+#[cfg(target_arch = "x86_64")]
+mod vexp;
 
 pub use fp::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
 pub use lse_gguf::GgmlType;

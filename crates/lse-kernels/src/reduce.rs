@@ -201,38 +201,6 @@ pub(crate) mod avx2 {
         (best, 0)
     }
 
-    /// expf for 8 lanes: range reduction by ln2 (two-part constant) and a degree-6 polynomial;
-    /// within about 1 ulp of libm expf on [-88, 88]; below -88 it flushes to 0.
-    #[target_feature(enable = "avx2,fma")]
-    pub(crate) unsafe fn exp8(x: __m256) -> __m256 {
-        let lo = _mm256_set1_ps(-87.336_54);
-        let hi = _mm256_set1_ps(88.376_26);
-        let xc = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
-        let log2e = _mm256_set1_ps(std::f32::consts::LOG2_E);
-        let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_mul_ps(xc, log2e));
-        let ln2_hi = _mm256_set1_ps(0.693_145_75);
-        let ln2_lo = _mm256_set1_ps(1.428_606_8e-6);
-        let r = _mm256_fnmadd_ps(n, ln2_hi, xc);
-        let r = _mm256_fnmadd_ps(n, ln2_lo, r);
-        // e^r on |r| <= ln2/2
-        let mut pl = _mm256_set1_ps(1.0 / 720.0);
-        pl = _mm256_fmadd_ps(pl, r, _mm256_set1_ps(1.0 / 120.0));
-        pl = _mm256_fmadd_ps(pl, r, _mm256_set1_ps(1.0 / 24.0));
-        pl = _mm256_fmadd_ps(pl, r, _mm256_set1_ps(1.0 / 6.0));
-        pl = _mm256_fmadd_ps(pl, r, _mm256_set1_ps(0.5));
-        pl = _mm256_fmadd_ps(pl, r, _mm256_set1_ps(1.0));
-        pl = _mm256_fmadd_ps(pl, r, _mm256_set1_ps(1.0));
-        // scale by 2^n in two steps so n = -126..128 stays representable
-        let ni = _mm256_cvtps_epi32(n);
-        let half1 = _mm256_srai_epi32::<1>(ni);
-        let half2 = _mm256_sub_epi32(ni, half1);
-        let s1 = _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_add_epi32(half1, _mm256_set1_epi32(127))));
-        let s2 = _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_add_epi32(half2, _mm256_set1_epi32(127))));
-        let y = _mm256_mul_ps(_mm256_mul_ps(pl, s1), s2);
-        // below the range: 0 (also for -inf)
-        _mm256_and_ps(y, _mm256_cmp_ps::<_CMP_GE_OQ>(x, lo))
-    }
-
     /// exp for 4 f64 lanes of x <= 0: n = round(x log2 e), r = x - n ln2 (two-part constant),
     /// e^r by its Taylor series to r^12 (|r| <= ln2/2, truncation < 2e-16), times 2^n built in the
     /// exponent bits; below -708 (2^n subnormal) the result is 0, as is exp(-inf).

@@ -96,7 +96,7 @@ pub(crate) unsafe fn micro_tile(
                 }
                 m[r] = mx;
             }
-            let e = exp16(_mm512_sub_ps(sc, _mm512_set1_ps(m[r])));
+            let e = crate::vexp::exp16(_mm512_sub_ps(sc, _mm512_set1_ps(m[r])));
             // f64 sum of the 16 probabilities
             let lo = _mm512_cvtps_pd(_mm512_castps512_ps256(e));
             let hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(e))));
@@ -170,35 +170,4 @@ pub(crate) unsafe fn micro_tile(
             _mm512_storeu_ps(o.add(c), _mm512_mul_ps(_mm512_loadu_ps(a.add(c)), vi));
         }
     }
-}
-
-/// expf for 16 lanes: the same range reduction and polynomial as `reduce::avx2::exp8`
-/// (within about 1 ulp of libm); below -87.3 (and for -inf) 0.
-#[target_feature(enable = "avx512f")]
-#[inline]
-unsafe fn exp16(x: __m512) -> __m512 {
-    let lo = _mm512_set1_ps(-87.336_54);
-    let hi = _mm512_set1_ps(88.376_26);
-    let xc = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
-    let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm512_mul_ps(
-        xc,
-        _mm512_set1_ps(std::f32::consts::LOG2_E),
-    ));
-    let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693_145_75), xc);
-    let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428_606_8e-6), r);
-    let mut pl = _mm512_set1_ps(1.0 / 720.0);
-    pl = _mm512_fmadd_ps(pl, r, _mm512_set1_ps(1.0 / 120.0));
-    pl = _mm512_fmadd_ps(pl, r, _mm512_set1_ps(1.0 / 24.0));
-    pl = _mm512_fmadd_ps(pl, r, _mm512_set1_ps(1.0 / 6.0));
-    pl = _mm512_fmadd_ps(pl, r, _mm512_set1_ps(0.5));
-    pl = _mm512_fmadd_ps(pl, r, _mm512_set1_ps(1.0));
-    pl = _mm512_fmadd_ps(pl, r, _mm512_set1_ps(1.0));
-    let ni = _mm512_cvtps_epi32(n);
-    let half1 = _mm512_srai_epi32::<1>(ni);
-    let half2 = _mm512_sub_epi32(ni, half1);
-    let bias = _mm512_set1_epi32(127);
-    let s1 = _mm512_castsi512_ps(_mm512_slli_epi32::<23>(_mm512_add_epi32(half1, bias)));
-    let s2 = _mm512_castsi512_ps(_mm512_slli_epi32::<23>(_mm512_add_epi32(half2, bias)));
-    let y = _mm512_mul_ps(_mm512_mul_ps(pl, s1), s2);
-    _mm512_maskz_mov_ps(_mm512_cmp_ps_mask::<_CMP_GE_OQ>(x, lo), y)
 }

@@ -215,7 +215,7 @@ mod avx2 {
         let mut a1 = _mm256_setzero_pd();
         let mut i = 0;
         while i + 8 <= n {
-            let e = crate::reduce::avx2::exp8(_mm256_sub_ps(_mm256_loadu_ps(p.add(i)), vm));
+            let e = crate::vexp::exp8(_mm256_sub_ps(_mm256_loadu_ps(p.add(i)), vm));
             _mm256_storeu_ps(p.add(i), e);
             a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
             a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm256_extractf128_ps::<1>(e)));
