@@ -9,10 +9,6 @@ use std::sync::Mutex;
 /// Rows per LM-head block.
 pub const HEAD_ROWS: usize = 128;
 
-thread_local! {
-    static LOGITS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
 impl Engine {
     fn check_rows(&self, rows: &HiddenRows) -> Result<(), EngineError> {
         if rows.n_embd != self.model.n_embd || rows.data.len() != rows.n_rows * rows.n_embd {
@@ -50,9 +46,8 @@ impl Engine {
             }
         }
         let mut results: Vec<RowReduction> = Vec::with_capacity(rows.n_rows);
-        // The logits block is kept per thread across calls: a fresh 128 × n_vocab buffer per
-        // call (134 MB for Gemma 3) costs a page fault per 4 KiB on first touch.
-        let mut logits = LOGITS.with(|l| std::mem::take(&mut *l.borrow_mut()));
+        // Taken out of the engine for the call (a concurrent call allocates its own).
+        let mut logits = std::mem::take(&mut *self.head_logits_block.lock().unwrap_or_else(|e| e.into_inner()));
         let need = HEAD_ROWS.min(rows.n_rows) * v;
         if logits.len() < need {
             logits.resize(need, 0.0);
@@ -78,7 +73,7 @@ impl Engine {
                 results.push(RowReduction { max: red.max, sum_exp: red.sum_exp, argmax: red.argmax, picked: red.picked, top: red.top });
             }
         }
-        LOGITS.with(|l| *l.borrow_mut() = logits);
+        *self.head_logits_block.lock().unwrap_or_else(|e| e.into_inner()) = logits;
         Ok(results)
     }
 
