@@ -53,6 +53,11 @@ impl LayerKv {
         Ok(())
     }
 
+    /// Bytes held by K and V.
+    pub fn bytes(&self) -> usize {
+        self.k.len() + self.v.len()
+    }
+
     /// The cache as the attention kernels read it.
     pub fn view(&self) -> KvView<'_> {
         KvView { ty: self.ty, k: &self.k, v: &self.v, n_head_kv: self.n_head_kv, head_dim_k: self.head_dim_k, head_dim_v: self.head_dim_v }

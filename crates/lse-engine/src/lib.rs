@@ -10,6 +10,7 @@ pub mod backend;
 pub mod blocks;
 mod engine;
 mod error;
+mod forward;
 mod head;
 pub mod hparams;
 pub mod kv_cache;
@@ -22,11 +23,13 @@ pub mod weights;
 
 pub use engine::Engine;
 pub use error::EngineError;
+pub use forward::{Batch, BatchRow};
 pub use head::HEAD_ROWS;
 pub use hparams::HParams;
 pub use lse_kernels::Dialect;
 pub use model_path::resolve_model_path;
 pub use options::{parse_dialect, physical_cores, EngineConfig, EngineOptions, KvDtype};
+pub use session::Session;
 pub use weights::{Matrix, Weights};
 
 /// What a layer stack needs to compute: the backend (kernels, threads, attention kind) and a

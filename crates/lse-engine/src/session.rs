@@ -1,49 +1,86 @@
-//! The prefill pass plan: a fresh session, the prompt in passes of `batch_size` tokens, each pass
-//! in launches of `ubatch_size` tokens through the layer stack; the requested rows come out
-//! final-normed.
+//! `Session`: one sequence's state between forward passes — the KV cache of every attention
+//! layer, any recurrent state (qwen35), and the tokens it holds. Many sessions live at once; a
+//! batched forward ([`crate::Batch`]) appends rows to several of them in one pass.
 
-use crate::{Engine, EngineError, ForwardCtx, HiddenRows};
+use crate::arch::SessionState;
+use crate::{Engine, EngineError};
+
+pub struct Session {
+    pub(crate) state: SessionState,
+    pub(crate) tokens: Vec<u32>,
+    capacity: usize,
+    /// The architecture keeps state that cannot be rewound (recurrent layers).
+    recurrent: bool,
+}
+
+impl Session {
+    /// Tokens in the session (the next row goes to position `len()`).
+    pub fn len(&self) -> usize {
+        self.tokens.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_empty()
+    }
+
+    /// Positions the session can hold.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// The tokens fed so far, in position order.
+    pub fn tokens(&self) -> &[u32] {
+        &self.tokens
+    }
+
+    /// Empties the session (keeps its memory).
+    pub fn reset(&mut self) {
+        self.tokens.clear();
+        self.state.reset_recurrent();
+    }
+
+    /// Keeps the first `n` tokens (prefix reuse). Attention caches simply forget the positions
+    /// past `n`; recurrent state cannot be rewound, so there only `n == len()` or `n == 0` work.
+    pub fn truncate(&mut self, n: usize) -> Result<(), EngineError> {
+        if n >= self.tokens.len() {
+            return Ok(());
+        }
+        if n == 0 {
+            self.reset();
+            return Ok(());
+        }
+        if self.recurrent {
+            return Err(EngineError::InvalidRequest(format!(
+                "cannot truncate a session of a recurrent model to {n} of its {} tokens (only reset)",
+                self.tokens.len()
+            )));
+        }
+        self.tokens.truncate(n);
+        Ok(())
+    }
+}
 
 impl Engine {
-    /// Fresh session over `tokens`; returns the final-normed hidden rows at `positions` (ascending).
-    pub fn prefill(&self, tokens: &[u32], positions: &[usize]) -> Result<HiddenRows, EngineError> {
-        let m = &self.model;
-        let n = tokens.len();
-        if n == 0 {
-            return Err(EngineError::InvalidRequest("prefill of zero tokens".into()));
+    /// A new empty session for up to `capacity` tokens (`--kv-len` when `None`).
+    pub fn new_session(&self, capacity: Option<usize>) -> Result<Session, EngineError> {
+        let capacity = capacity.unwrap_or(self.kv_capacity);
+        if capacity == 0 || capacity > self.kv_capacity {
+            return Err(EngineError::InvalidRequest(format!(
+                "session capacity {capacity} must be between 1 and the KV capacity {} (--kv-len)",
+                self.kv_capacity
+            )));
         }
-        if n > self.kv_capacity {
-            return Err(EngineError::WindowTooLong { tokens: n, capacity: self.kv_capacity });
-        }
-        if let Some((index, &id)) = tokens.iter().enumerate().find(|(_, &t)| t as usize >= m.n_vocab) {
-            return Err(EngineError::InvalidToken { id, index, n_vocab: m.n_vocab });
-        }
-        if positions.windows(2).any(|p| p[0] >= p[1]) || positions.last().is_some_and(|&p| p >= n) {
-            return Err(EngineError::InvalidRequest(format!("positions must be ascending and below {n}")));
-        }
-        let e = m.n_embd;
-        let mut out = HiddenRows { n_rows: positions.len(), n_embd: e, data: vec![0f32; positions.len() * e] };
-        let mut st = m.arch.new_session(n, self.opts.kv_dtype)?;
-        let cx = ForwardCtx::new(&*self.backend);
-        let (bs, ubs) = (self.opts.batch_size, self.opts.ubatch_size);
-        let mut next = 0; // index into positions
-        let mut x = Vec::new();
-        for pass0 in (0..n).step_by(bs) {
-            let pass1 = (pass0 + bs).min(n);
-            for ub0 in (pass0..pass1).step_by(ubs) {
-                let ub1 = (ub0 + ubs).min(pass1);
-                let nt = ub1 - ub0;
-                x.resize(nt * e, 0.0);
-                self.backend.get_rows(&m.token_embd, &tokens[ub0..ub1], &mut x);
-                m.arch.forward(&cx, &mut st, &mut x, nt, ub0)?;
-                while next < positions.len() && positions[next] < ub1 {
-                    let r = positions[next] - ub0;
-                    out.data[next * e..(next + 1) * e].copy_from_slice(&x[r * e..(r + 1) * e]);
-                    next += 1;
-                }
-            }
-        }
-        self.backend.rms_norm(&mut out.data, e, &m.output_norm, m.w.hp.eps);
-        Ok(out)
+        let state = self.model.arch.new_session(capacity, self.opts.kv_dtype)?;
+        let recurrent = state.extra.is_some();
+        Ok(Session { state, tokens: Vec::with_capacity(capacity), capacity, recurrent })
+    }
+
+    /// Bytes one session holds per token of capacity (KV rows of every attention layer), and the
+    /// fixed bytes of its recurrent state.
+    pub fn session_bytes(&self) -> Result<(usize, usize), EngineError> {
+        let one = self.model.arch.new_session(1, self.opts.kv_dtype)?;
+        let two = self.model.arch.new_session(2, self.opts.kv_dtype)?;
+        let per_token = two.bytes() - one.bytes();
+        Ok((per_token, one.bytes() - per_token))
     }
 }

@@ -4,7 +4,7 @@
 //! file says otherwise) whose rope uses `rope.freq_base_swa` (10000) without scaling, while global
 //! layers use `rope.freq_base` with the linear `rope.scaling.factor`.
 
-use super::{require, standard_attn, Architecture, SessionState};
+use super::{require, standard_attn, Architecture, SeqRows, SessionState};
 use crate::blocks::attention::{AttnLayer, AttnWeights};
 use crate::blocks::mlp::Mlp;
 use crate::ops::act::Act;
@@ -91,17 +91,16 @@ impl Architecture for Gemma3 {
         Ok(SessionState { kv: caches, extra: None })
     }
 
-    fn forward(&self, cx: &ForwardCtx, st: &mut SessionState, x: &mut [f32], n: usize, pos0: usize) -> Result<(), EngineError> {
+    fn forward(&self, cx: &ForwardCtx, seqs: &mut [SeqRows], x: &mut [f32], n: usize) -> Result<(), EngineError> {
         let b = cx.backend;
         let e = x.len() / n.max(1);
         b.scale(x, self.embd_scale);
         let mut h = cx.buffer(x.len());
         let mut o = cx.buffer(x.len());
-        for (l, kv) in self.layers.iter().zip(st.kv.iter_mut()) {
-            let kv = kv.as_mut().ok_or_else(|| EngineError::Kernel("attention layer without a cache".into()))?;
+        for (il, l) in self.layers.iter().enumerate() {
             h.copy_from_slice(x);
             b.rms_norm(&mut h, e, &l.attn_norm, self.eps);
-            l.attn.forward(cx, kv, &h, n, pos0, &mut o)?;
+            l.attn.forward(cx, il, seqs, &h, n, &mut o)?;
             b.rms_norm(&mut o, e, &l.post_attn_norm, self.eps);
             b.add(x, &o);
             h.copy_from_slice(x);

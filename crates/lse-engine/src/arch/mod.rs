@@ -17,7 +17,38 @@ use std::any::Any;
 /// else an architecture carries between ubatches (recurrent states).
 pub struct SessionState {
     pub kv: Vec<Option<LayerKv>>,
-    pub extra: Option<Box<dyn Any + Send>>,
+    pub extra: Option<Box<dyn RecurrentState>>,
+}
+
+/// Recurrent state an architecture carries between passes (conv histories, delta-rule states).
+pub trait RecurrentState: Any + Send {
+    /// Back to the state before the first token.
+    fn reset(&mut self);
+    /// Bytes held.
+    fn bytes(&self) -> usize;
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+impl SessionState {
+    pub(crate) fn reset_recurrent(&mut self) {
+        if let Some(r) = self.extra.as_mut() {
+            r.reset();
+        }
+    }
+
+    /// Bytes held by the caches and the recurrent state.
+    pub fn bytes(&self) -> usize {
+        self.kv.iter().flatten().map(|c| c.bytes()).sum::<usize>() + self.extra.as_ref().map_or(0, |r| r.bytes())
+    }
+}
+
+/// One session's rows inside a ubatch: rows `r0 .. r0 + n` of the ubatch, at positions
+/// `pos0 .. pos0 + n` of the session whose state is `state`.
+pub struct SeqRows<'a> {
+    pub state: &'a mut SessionState,
+    pub r0: usize,
+    pub n: usize,
+    pub pos0: usize,
 }
 
 /// One model architecture's layer stack.
@@ -26,9 +57,11 @@ pub trait Architecture: Send + Sync {
     fn attention_scale(&self) -> f32;
     /// Fresh state for a request of at most `capacity` tokens.
     fn new_session(&self, capacity: usize, kv: KvDtype) -> Result<SessionState, EngineError>;
-    /// Runs one ubatch. `x`: `n` rows of n_embd, the unscaled token embeddings on entry, the
-    /// residual stream after the last layer on exit. Row `i` is at position `pos0 + i`.
-    fn forward(&self, cx: &ForwardCtx, st: &mut SessionState, x: &mut [f32], n: usize, pos0: usize) -> Result<(), EngineError>;
+    /// Runs one ubatch of rows from one or more sessions. `x`: `n` rows of n_embd, the unscaled
+    /// token embeddings on entry, the residual stream after the last layer on exit. `seqs` cover
+    /// the rows in order, one contiguous run per session. Row-wise work (matmuls, norms) sees all
+    /// rows at once; attention, rope, KV writes and recurrent updates run per session.
+    fn forward(&self, cx: &ForwardCtx, seqs: &mut [SeqRows], x: &mut [f32], n: usize) -> Result<(), EngineError>;
 }
 
 /// Architectures this engine runs.

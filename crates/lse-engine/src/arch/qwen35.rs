@@ -21,7 +21,7 @@
 //! `time_step_rank` = value heads, `inner_size` = value heads × value head dim, `conv_kernel`.
 //! Layers past `block_count - nextn_predict_layers` (multi-token-prediction blocks) are not run.
 
-use super::{standard_attn, Architecture, SessionState};
+use super::{standard_attn, Architecture, SeqRows, SessionState};
 use crate::backend::Backend;
 use crate::blocks::attention::{AttnLayer, AttnWeights};
 use crate::blocks::mlp::Mlp;
@@ -85,6 +85,18 @@ pub struct Qwen35State {
     pub ssm: Vec<Vec<f32>>,
 }
 
+impl super::RecurrentState for Qwen35State {
+    fn reset(&mut self) {
+        self.conv.iter_mut().chain(self.ssm.iter_mut()).for_each(|v| v.fill(0.0));
+    }
+    fn bytes(&self) -> usize {
+        self.conv.iter().chain(self.ssm.iter()).map(|v| v.len() * 4).sum()
+    }
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
+}
+
 fn meta(msg: String) -> EngineError {
     EngineError::Metadata(msg)
 }
@@ -142,34 +154,49 @@ impl GdnLayer {
         })
     }
 
-    /// `out` (n × n_embd) = the GDN mixer applied to the normed rows `h`, advancing the states.
-    #[allow(clippy::too_many_arguments)]
-    fn forward(&self, cx: &ForwardCtx, d: &GdnDims, eps: f32, conv_state: &mut [f32], ssm_state: &mut [f32], h: &[f32], n: usize, out: &mut [f32]) {
+    /// `out` (n × n_embd) = the GDN mixer applied to the normed rows `h`, advancing each session's
+    /// conv and delta-rule states of layer `il` over its own rows.
+    fn forward(&self, cx: &ForwardCtx, d: &GdnDims, eps: f32, il: usize, seqs: &mut [SeqRows], h: &[f32], n: usize, out: &mut [f32]) -> Result<(), EngineError> {
         let b = cx.backend;
         let s = d.shape;
-        let (qkw, vw) = (s.qk_width(), s.v_width());
-        let mut qkv = vec![0f32; n * d.conv_dim];
+        let (qkw, vw, cd, nh) = (s.qk_width(), s.v_width(), d.conv_dim, s.n_v_heads);
+        let mut qkv = vec![0f32; n * cd];
         let mut z = vec![0f32; n * vw];
-        let mut beta = vec![0f32; n * s.n_v_heads];
-        let mut g = vec![0f32; n * s.n_v_heads];
+        let mut beta = vec![0f32; n * nh];
+        let mut g = vec![0f32; n * nh];
         b.matmul(&self.qkv, h, n, &mut qkv);
         b.matmul(&self.z, h, n, &mut z);
         b.matmul(&self.beta, h, n, &mut beta);
         b.matmul(&self.alpha, h, n, &mut g);
         delta_net::gdn_gates(&mut beta, &mut g, &self.dt_bias, &self.a);
 
-        let mut cv = vec![0f32; n * d.conv_dim];
-        ssm_conv::causal_conv1d_silu(&qkv, d.conv_dim, &self.conv, d.kernel, conv_state, &mut cv);
-        for row in cv.chunks_exact_mut(d.conv_dim) {
-            delta_net::l2_normalize(&mut row[..2 * qkw], s.d_k, eps);
+        let mut cv = vec![0f32; n * cd];
+        let mut o = vec![0f32; n * vw];
+        for sq in seqs.iter_mut() {
+            let st = recurrent_state(sq.state)?;
+            let rows = sq.r0..sq.r0 + sq.n;
+            let cvs = &mut cv[rows.start * cd..rows.end * cd];
+            ssm_conv::causal_conv1d_silu(&qkv[rows.start * cd..rows.end * cd], cd, &self.conv, d.kernel, &mut st.conv[il], cvs);
+            for row in cvs.chunks_exact_mut(cd) {
+                delta_net::l2_normalize(&mut row[..2 * qkw], s.d_k, eps);
+            }
+            let (gs, bs) = (&g[rows.start * nh..rows.end * nh], &beta[rows.start * nh..rows.end * nh]);
+            let inp = GdnInputs { q: cvs, k: &cvs[qkw..], v: &cvs[2 * qkw..], stride: cd, g: gs, beta: bs };
+            let parallel = sq.n * s.state_len() >= PARALLEL_MIN_WORK;
+            let os = delta_rule_heads(b, &s, &inp, sq.n, &mut st.ssm[il], parallel);
+            o[rows.start * vw..rows.end * vw].copy_from_slice(&os);
         }
-
-        let inp = GdnInputs { q: &cv, k: &cv[qkw..], v: &cv[2 * qkw..], stride: d.conv_dim, g: &g, beta: &beta };
-        let parallel = n * s.state_len() >= PARALLEL_MIN_WORK;
-        let mut o = delta_rule_heads(cx.backend, &s, &inp, n, ssm_state, parallel);
         delta_net::gated_rms_norm(&mut o, &z, &self.norm, eps);
         b.matmul(&self.out, &o, n, out);
+        Ok(())
     }
+}
+
+fn recurrent_state(st: &mut SessionState) -> Result<&mut Qwen35State, EngineError> {
+    st.extra
+        .as_mut()
+        .and_then(|s| s.as_any_mut().downcast_mut::<Qwen35State>())
+        .ok_or_else(|| EngineError::Kernel("qwen35 session without recurrent state".into()))
 }
 
 /// The gated delta rule for all value heads (one pool task per head when `parallel`; waking the
@@ -270,28 +297,20 @@ impl Architecture for Qwen35 {
         Ok(SessionState { kv: caches, extra: Some(Box::new(Qwen35State { conv, ssm })) })
     }
 
-    fn forward(&self, cx: &ForwardCtx, st: &mut SessionState, x: &mut [f32], n: usize, pos0: usize) -> Result<(), EngineError> {
+    fn forward(&self, cx: &ForwardCtx, seqs: &mut [SeqRows], x: &mut [f32], n: usize) -> Result<(), EngineError> {
         let b = cx.backend;
         let e = self.n_embd;
         if x.len() != n * e {
             return Err(EngineError::InvalidRequest(format!("qwen35 forward: {} floats for {n} rows of {e}", x.len())));
         }
-        let rs = st
-            .extra
-            .as_mut()
-            .and_then(|s| s.downcast_mut::<Qwen35State>())
-            .ok_or_else(|| EngineError::Kernel("qwen35 session without recurrent state".into()))?;
         let mut h = vec![0f32; n * e];
         let mut o = vec![0f32; n * e];
         for (il, layer) in self.layers.iter().enumerate() {
             h.copy_from_slice(x);
             b.rms_norm(&mut h, e, &layer.attn_norm, self.eps);
             match &layer.mixer {
-                Mixer::Gdn(g) => g.forward(cx, &self.gdn, self.eps, &mut rs.conv[il], &mut rs.ssm[il], &h, n, &mut o),
-                Mixer::Attn(a) => {
-                    let kv = st.kv[il].as_mut().ok_or_else(|| EngineError::Kernel("attention layer without a cache".into()))?;
-                    a.forward(cx, kv, &h, n, pos0, &mut o)?;
-                }
+                Mixer::Gdn(g) => g.forward(cx, &self.gdn, self.eps, il, seqs, &h, n, &mut o)?,
+                Mixer::Attn(a) => a.forward(cx, il, seqs, &h, n, &mut o)?,
             }
             b.add(x, &o);
             h.copy_from_slice(x);

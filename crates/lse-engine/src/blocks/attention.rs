@@ -2,6 +2,7 @@
 //! attention, an optional sigmoid output gate, and the output projection.
 
 use crate::backend::AttnCall;
+use crate::arch::SeqRows;
 use crate::kv_cache::LayerKv;
 use crate::ops::rope::RopeParams;
 use crate::{EngineError, ForwardCtx, Matrix, Weights};
@@ -78,8 +79,10 @@ impl AttnLayer {
         LayerKv::new(ty, capacity, self.cfg.n_head_kv, self.cfg.head_dim_k, self.cfg.head_dim_v)
     }
 
-    /// `out` (n × n_embd) = attention output of the normed rows `h` (n × n_embd) at positions `pos0..`.
-    pub fn forward(&self, cx: &ForwardCtx, kv: &mut LayerKv, h: &[f32], n: usize, pos0: usize, out: &mut [f32]) -> Result<(), EngineError> {
+    /// `out` (n × n_embd) = attention output of the normed rows `h` (n × n_embd). Projections run
+    /// over all rows; rope, the cache write and attention run per session, each reading the cache
+    /// of layer `il` in its own state.
+    pub fn forward(&self, cx: &ForwardCtx, il: usize, seqs: &mut [SeqRows], h: &[f32], n: usize, out: &mut [f32]) -> Result<(), EngineError> {
         let b = cx.backend;
         let c = &self.cfg;
         let (dk, dv) = (c.head_dim_k, c.head_dim_v);
@@ -117,15 +120,22 @@ impl AttnLayer {
         if let Some(w) = &self.w.k_norm {
             b.rms_norm(&mut k, dk, w, c.eps);
         }
-        b.rope(&mut q, c.n_head, dk, pos0, &c.rope);
-        b.rope(&mut k, c.n_head_kv, dk, pos0, &c.rope);
-        if c.q_scale != 1.0 {
-            b.scale(&mut q, c.q_scale);
-        }
-        b.kv_store(kv, pos0, n, &k, &v)?;
-        let mut att = cx.buffer(n * c.n_head * dv);
+        let (qw, kw, vw, ow) = (c.n_head * dk, c.n_head_kv * dk, c.n_head_kv * dv, c.n_head * dv);
+        let mut att = cx.buffer(n * ow);
         let call = AttnCall { n_head: c.n_head, scale: c.kq_scale, window: c.window };
-        b.attention(&q, n, pos0, kv, &call, &mut att)?;
+        for s in seqs.iter_mut() {
+            let rows = s.r0..s.r0 + s.n;
+            let qs = &mut q[rows.start * qw..rows.end * qw];
+            let ks = &mut k[rows.start * kw..rows.end * kw];
+            b.rope(qs, c.n_head, dk, s.pos0, &c.rope);
+            b.rope(ks, c.n_head_kv, dk, s.pos0, &c.rope);
+            if c.q_scale != 1.0 {
+                b.scale(qs, c.q_scale);
+            }
+            let kv = s.state.kv[il].as_mut().ok_or_else(|| EngineError::Kernel(format!("layer {il}: attention without a cache")))?;
+            b.kv_store(kv, s.pos0, s.n, ks, &v[rows.start * vw..rows.end * vw])?;
+            b.attention(qs, s.n, s.pos0, kv, &call, &mut att[rows.start * ow..rows.end * ow])?;
+        }
         if let Some(g) = gate {
             b.mul_sigmoid(&mut att, &g);
             cx.recycle(g);

@@ -3,8 +3,7 @@
 
 use super::attention::{AttnConfig, AttnLayer, AttnWeights};
 use super::mlp::Mlp;
-use crate::arch::SessionState;
-use crate::kv_cache::LayerKv;
+use crate::arch::{SeqRows, SessionState};
 use crate::ops::act::Act;
 use crate::{EngineError, ForwardCtx, Weights};
 
@@ -26,14 +25,14 @@ impl PreNormLayer {
         })
     }
 
-    pub fn forward(&self, cx: &ForwardCtx, kv: &mut LayerKv, x: &mut [f32], n: usize, pos0: usize, eps: f32) -> Result<(), EngineError> {
+    pub fn forward(&self, cx: &ForwardCtx, il: usize, seqs: &mut [SeqRows], x: &mut [f32], n: usize, eps: f32) -> Result<(), EngineError> {
         let b = cx.backend;
         let e = x.len() / n.max(1);
         let mut h = cx.buffer(x.len());
         h.copy_from_slice(x);
         b.rms_norm(&mut h, e, &self.attn_norm, eps);
         let mut o = cx.buffer(x.len());
-        self.attn.forward(cx, kv, &h, n, pos0, &mut o)?;
+        self.attn.forward(cx, il, seqs, &h, n, &mut o)?;
         b.add(x, &o);
         h.copy_from_slice(x);
         b.rms_norm(&mut h, e, &self.ffn_norm, eps);
@@ -61,10 +60,9 @@ impl crate::arch::Architecture for PreNormStack {
         Ok(SessionState { kv: caches, extra: None })
     }
 
-    fn forward(&self, cx: &ForwardCtx, st: &mut SessionState, x: &mut [f32], n: usize, pos0: usize) -> Result<(), EngineError> {
-        for (layer, kv) in self.layers.iter().zip(st.kv.iter_mut()) {
-            let kv = kv.as_mut().ok_or_else(|| EngineError::Kernel("attention layer without a cache".into()))?;
-            layer.forward(cx, kv, x, n, pos0, self.eps)?;
+    fn forward(&self, cx: &ForwardCtx, seqs: &mut [SeqRows], x: &mut [f32], n: usize) -> Result<(), EngineError> {
+        for (il, layer) in self.layers.iter().enumerate() {
+            layer.forward(cx, il, seqs, x, n, self.eps)?;
         }
         Ok(())
     }
