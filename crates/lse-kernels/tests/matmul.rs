@@ -22,7 +22,7 @@ fn k_for(t: GgmlType) -> usize {
 #[test]
 fn scalar_dot_equals_decoded_math() {
     let mut rng = Rng::new(11);
-    for &t in TYPES {
+    for t in types() {
         let k = k_for(t);
         let dt = dot_type(t).unwrap();
         let dot = scalar_dot_fn(t).unwrap();
@@ -61,7 +61,7 @@ fn matmul_matches_scalar_reference_all_types() {
     println!("Simd dialect runs {}", device_arch(Dialect::Simd));
     let pools = [ThreadPool::new(1), ThreadPool::new(2)];
     let mut rng = Rng::new(23);
-    for &t in TYPES {
+    for t in types() {
         let k = k_for(t);
         // odd sizes: n and m not multiples of any tile
         let (n, m) = (37, 11);

@@ -3,6 +3,31 @@
 
 use crate::fp::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16, rd_f32, rd_u16};
 
+use super::{DotType, Format, ScaleFields};
+use lse_gguf::GgmlType;
+
+pub const F32: Format = Format {
+    ty: GgmlType::F32,
+    dot_type: DotType::F32,
+    dequantize: dequantize_f32,
+    dot: dot_f32,
+    scales: ScaleFields::F16(&[]),
+};
+pub const F16: Format = Format {
+    ty: GgmlType::F16,
+    dot_type: DotType::F16,
+    dequantize: dequantize_f16,
+    dot: dot_f16,
+    scales: ScaleFields::F16(&[]),
+};
+pub const BF16: Format = Format {
+    ty: GgmlType::BF16,
+    dot_type: DotType::BF16,
+    dequantize: dequantize_bf16,
+    dot: dot_bf16,
+    scales: ScaleFields::F16(&[]),
+};
+
 pub fn dequantize_f32(src: &[u8], dst: &mut [f32]) {
     for (s, y) in src.chunks_exact(4).zip(dst.iter_mut()) {
         *y = f32::from_le_bytes([s[0], s[1], s[2], s[3]]);

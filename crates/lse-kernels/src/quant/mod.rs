@@ -62,19 +62,90 @@ impl DotType {
     }
 }
 
+/// Everything the kernels know about one weight format: its activation format, decoder and
+/// scalar reference dot. Each format file defines its descriptor; [`FORMATS`] lists them.
+pub struct Format {
+    pub ty: GgmlType,
+    /// The activation format of the dot (ggml's `vec_dot_type`).
+    pub dot_type: DotType,
+    /// Dequantization of whole blocks.
+    pub dequantize: DequantFn,
+    /// The scalar reference dot (the oracle of the SIMD kernels).
+    pub dot: DotFn,
+    /// Where a block keeps its scales (for making synthetic blocks with finite scales).
+    pub scales: ScaleFields,
+}
+
+/// Where a block keeps the scale fields that random bytes could make non-finite or huge.
+pub enum ScaleFields {
+    /// Plain f16 fields at these byte offsets (empty for float rows).
+    F16(&'static [usize]),
+    /// One E8M0 exponent byte at this offset.
+    E8M0(usize),
+    /// `n` UE4M3 bytes from this offset.
+    Ue4m3(usize, usize),
+    /// One f16 split into the top nibbles of four u16 words from this offset (nibble i in
+    /// word i).
+    F16Nibbles(usize),
+}
+
+impl ScaleFields {
+    /// Overwrites the scale fields of `block` with finite, moderate values drawn with `unit`
+    /// (uniform in [0, 1)); f16 scales are `0.002 + 0.03·unit()`.
+    pub fn set_sane(&self, block: &mut [u8], unit: &mut dyn FnMut() -> f32) {
+        let h = |u: f32| crate::fp::f32_to_f16(0.002 + 0.03 * u);
+        match *self {
+            ScaleFields::F16(offs) => {
+                for &o in offs {
+                    block[o..o + 2].copy_from_slice(&h(unit()).to_le_bytes());
+                }
+            }
+            // 2^(e-128): between 2^-10 and 2^-4
+            ScaleFields::E8M0(o) => block[o] = 118 + (unit() * 7.0) as u8,
+            // exponent field 1..=6, any mantissa: 2^-6 .. 2^-1 before the format's halving
+            ScaleFields::Ue4m3(o, n) => {
+                for v in &mut block[o..o + n] {
+                    *v = 0x08 + (unit() * 48.0) as u8;
+                }
+            }
+            ScaleFields::F16Nibbles(o) => {
+                let d = h(unit());
+                for i in 0..4 {
+                    let p = o + 2 * i;
+                    let w = u16::from_le_bytes([block[p], block[p + 1]]) & 0x0fff;
+                    let w = w | (((d >> (4 * i)) & 0xf) << 12);
+                    block[p..p + 2].copy_from_slice(&w.to_le_bytes());
+                }
+            }
+        }
+    }
+}
+
+/// Every weight format with kernels here.
+pub const FORMATS: &[&Format] = &[
+    &float::F32,
+    &float::F16,
+    &float::BF16,
+    &q4_0::FORMAT,
+    &q4_1::FORMAT,
+    &q5_0::FORMAT,
+    &q5_1::FORMAT,
+    &q8_0::FORMAT,
+    &q2_k::FORMAT,
+    &q3_k::FORMAT,
+    &q4_k::FORMAT,
+    &q5_k::FORMAT,
+    &q6_k::FORMAT,
+];
+
+/// The descriptor of weight type `t`, or `None` when `t` has no kernels here.
+pub fn format(t: GgmlType) -> Option<&'static Format> {
+    FORMATS.iter().copied().find(|f| f.ty == t)
+}
+
 /// The activation format for weights of type `t`, or `None` when `t` has no kernel here.
 pub fn dot_type(t: GgmlType) -> Option<DotType> {
-    Some(match t {
-        GgmlType::F32 => DotType::F32,
-        GgmlType::F16 => DotType::F16,
-        GgmlType::BF16 => DotType::BF16,
-        GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => DotType::Q8_0,
-        GgmlType::Q4_1 | GgmlType::Q5_1 => DotType::Q8_1,
-        GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => {
-            DotType::Q8_K
-        }
-        _ => return None,
-    })
+    format(t).map(|f| f.dot_type)
 }
 
 /// Quantizes one activation row `x` (length a multiple of the block size) into `dst`
@@ -107,40 +178,10 @@ pub type DequantFn = fn(&[u8], &mut [f32]);
 /// The scalar reference dot of one weight row of type `t` with one activation row already in
 /// `dot_type(t)`; both slices hold exactly one row. `None` when `t` has no kernel.
 pub fn scalar_dot_fn(t: GgmlType) -> Option<DotFn> {
-    Some(match t {
-        GgmlType::F32 => float::dot_f32,
-        GgmlType::F16 => float::dot_f16,
-        GgmlType::BF16 => float::dot_bf16,
-        GgmlType::Q4_0 => q4_0::dot,
-        GgmlType::Q4_1 => q4_1::dot,
-        GgmlType::Q5_0 => q5_0::dot,
-        GgmlType::Q5_1 => q5_1::dot,
-        GgmlType::Q8_0 => q8_0::dot,
-        GgmlType::Q2_K => q2_k::dot,
-        GgmlType::Q3_K => q3_k::dot,
-        GgmlType::Q4_K => q4_k::dot,
-        GgmlType::Q5_K => q5_k::dot,
-        GgmlType::Q6_K => q6_k::dot,
-        _ => return None,
-    })
+    format(t).map(|f| f.dot)
 }
 
 /// Dequantization of whole blocks for `t`, or `None` when unsupported.
 pub fn dequantize_fn(t: GgmlType) -> Option<DequantFn> {
-    Some(match t {
-        GgmlType::F32 => float::dequantize_f32,
-        GgmlType::F16 => float::dequantize_f16,
-        GgmlType::BF16 => float::dequantize_bf16,
-        GgmlType::Q4_0 => q4_0::dequantize,
-        GgmlType::Q4_1 => q4_1::dequantize,
-        GgmlType::Q5_0 => q5_0::dequantize,
-        GgmlType::Q5_1 => q5_1::dequantize,
-        GgmlType::Q8_0 => q8_0::dequantize,
-        GgmlType::Q2_K => q2_k::dequantize,
-        GgmlType::Q3_K => q3_k::dequantize,
-        GgmlType::Q4_K => q4_k::dequantize,
-        GgmlType::Q5_K => q5_k::dequantize,
-        GgmlType::Q6_K => q6_k::dequantize,
-        _ => return None,
-    })
+    format(t).map(|f| f.dequantize)
 }

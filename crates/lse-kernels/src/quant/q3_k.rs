@@ -8,6 +8,14 @@ use crate::fp::rd_f16;
 
 pub const QK: usize = 256;
 pub const BLOCK_BYTES: usize = 110;
+
+pub const FORMAT: super::Format = super::Format {
+    ty: lse_gguf::GgmlType::Q3_K,
+    dot_type: super::DotType::Q8_K,
+    dequantize,
+    dot,
+    scales: super::ScaleFields::F16(&[108]),
+};
 pub const HMASK: usize = 0;
 pub const QS: usize = 32;
 pub const SCALES: usize = 96;

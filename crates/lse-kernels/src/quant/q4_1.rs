@@ -7,6 +7,14 @@ use crate::fp::rd_f16;
 pub const QK: usize = 32;
 pub const BLOCK_BYTES: usize = 20;
 
+pub const FORMAT: super::Format = super::Format {
+    ty: lse_gguf::GgmlType::Q4_1,
+    dot_type: super::DotType::Q8_1,
+    dequantize,
+    dot,
+    scales: super::ScaleFields::F16(&[0, 2]),
+};
+
 pub fn dequantize(src: &[u8], dst: &mut [f32]) {
     for (b, y) in src.chunks_exact(BLOCK_BYTES).zip(dst.chunks_exact_mut(QK)) {
         let d = rd_f16(b, 0);

@@ -8,6 +8,14 @@ use crate::fp::rd_f16;
 
 pub const QK: usize = 256;
 pub const BLOCK_BYTES: usize = 144;
+
+pub const FORMAT: super::Format = super::Format {
+    ty: lse_gguf::GgmlType::Q4_K,
+    dot_type: super::DotType::Q8_K,
+    dequantize,
+    dot,
+    scales: super::ScaleFields::F16(&[0, 2]),
+};
 pub const SCALES: usize = 4;
 pub const QS: usize = 16;
 

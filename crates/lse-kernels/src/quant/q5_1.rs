@@ -7,6 +7,14 @@ use crate::fp::rd_f16;
 pub const QK: usize = 32;
 pub const BLOCK_BYTES: usize = 24;
 
+pub const FORMAT: super::Format = super::Format {
+    ty: lse_gguf::GgmlType::Q5_1,
+    dot_type: super::DotType::Q8_1,
+    dequantize,
+    dot,
+    scales: super::ScaleFields::F16(&[0, 2]),
+};
+
 /// The 32 quants of a block, each in 0..32.
 #[inline(always)]
 pub fn unpack(b: &[u8]) -> [u8; 32] {

@@ -8,6 +8,14 @@ use crate::fp::rd_f16;
 
 pub const QK: usize = 256;
 pub const BLOCK_BYTES: usize = 176;
+
+pub const FORMAT: super::Format = super::Format {
+    ty: lse_gguf::GgmlType::Q5_K,
+    dot_type: super::DotType::Q8_K,
+    dequantize,
+    dot,
+    scales: super::ScaleFields::F16(&[0, 2]),
+};
 pub const SCALES: usize = 4;
 pub const QH: usize = 16;
 pub const QS: usize = 48;

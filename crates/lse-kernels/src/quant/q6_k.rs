@@ -9,6 +9,14 @@ use crate::fp::rd_f16;
 
 pub const QK: usize = 256;
 pub const BLOCK_BYTES: usize = 210;
+
+pub const FORMAT: super::Format = super::Format {
+    ty: lse_gguf::GgmlType::Q6_K,
+    dot_type: super::DotType::Q8_K,
+    dequantize,
+    dot,
+    scales: super::ScaleFields::F16(&[208]),
+};
 pub const QL: usize = 0;
 pub const QH: usize = 128;
 pub const SCALES: usize = 192;

@@ -6,6 +6,14 @@ use crate::fp::{f32_to_f16, rd_f16, round_even_i32};
 pub const QK: usize = 32;
 pub const BLOCK_BYTES: usize = 34;
 
+pub const FORMAT: super::Format = super::Format {
+    ty: lse_gguf::GgmlType::Q8_0,
+    dot_type: super::DotType::Q8_0,
+    dequantize,
+    dot,
+    scales: super::ScaleFields::F16(&[0]),
+};
+
 pub fn dequantize(src: &[u8], dst: &mut [f32]) {
     for (b, y) in src.chunks_exact(BLOCK_BYTES).zip(dst.chunks_exact_mut(QK)) {
         let d = rd_f16(b, 0);

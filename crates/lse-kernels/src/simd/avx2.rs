@@ -127,110 +127,112 @@ pub(crate) use quantize::*;
 
 // ---------------------------------------------------------------- entry points
 
-/// Defines `#[target_feature]` entry points (`$name::<NX>`) running `$body::<$ops, NX>`.
-macro_rules! entries {
-    ($feat:literal, $ops:ty, $($name:ident => $($body:ident)::+),* $(,)?) => {
-        $(
-            #[target_feature(enable = $feat)]
-            unsafe fn $name<const NX: usize>(k: usize, w: *const u8, x: *const u8, xs: usize, out: &mut [f32; MR]) {
-                $($body)::+::<$ops, NX>(k, w, x, xs, out)
-            }
-        )*
+/// The one list of x86 row kernels, handed to the callback macro `$cb` (with `$args` first).
+/// Per weight type: the generic body (in this module), elements per block, weight bytes per
+/// block, activation bytes per block in the kernel's layout, whether the AVX-512 level takes 8
+/// rows per call (32 vector registers; measured faster for the k-quants and Q4_1/Q5_0/Q5_1,
+/// Q8_0, Q4_0 and the float rows stay at 4), and the activation layout. AVX2 always takes 4
+/// rows per call (16 registers).
+macro_rules! kernel_list {
+    ($cb:ident ! ($($args:tt)*)) => {
+        $crate::simd::avx2::$cb! { ($($args)*)
+            F32 => f32_body, 1, 4, 4, false, Ggml;
+            F16 => f16_body, 1, 2, 2, false, Ggml;
+            BF16 => bf16_body, 1, 2, 2, false, Ggml;
+            // Split32 activation rows: 32 quant bytes + f32 scale + 4-byte sum per block
+            Q4_0 => q4_0_body, 32, 18, 40, false, Split32;
+            Q4_1 => q4_1_body, 32, 20, 40, true, Split32;
+            Q5_0 => q5_0_body, 32, 22, 40, true, Split32;
+            Q5_1 => q5_1_body, 32, 24, 40, true, Split32;
+            Q8_0 => q8_0_body, 32, 34, 40, false, Split32;
+            Q2_K => q2_k_body, 256, 84, 292, true, Ggml;
+            Q3_K => q3_k_body, 256, 110, 292, true, Ggml;
+            Q4_K => q4_k_body, 256, 144, 292, true, Ggml;
+            Q5_K => q5_k_body, 256, 176, 292, true, Ggml;
+            Q6_K => q6_k_body, 256, 210, 292, true, Ggml;
+        }
     };
 }
-pub(crate) use entries;
+pub(crate) use kernel_list;
+
+/// Defines, for one level, `#[target_feature]` entry points running the generic bodies with
+/// `$ops` and `row_kernel(t)`, the safe [`RowKernel`] per weight type. `$wide`: whether this
+/// level may take 8 rows per call where the list allows it.
+macro_rules! define_level {
+    (($feat:literal, $ops:ty, $wide:expr)
+     $($t:ident => $body:ident, $qk:expr, $wb:expr, $xb:expr, $w8:expr, $lay:ident;)*) => {
+        mod entry {
+            use super::*;
+            $(
+                #[target_feature(enable = $feat)]
+                pub(super) unsafe fn $body<const NX: usize>(k: usize, w: *const u8, x: *const u8, xs: usize, out: &mut [f32; MR]) {
+                    $crate::simd::avx2::$body::<$ops, NX>(k, w, x, xs, out)
+                }
+            )*
+        }
+
+        /// The row kernel for weight type `t` at this level, or `None` when the CPU lacks the
+        /// level's features or the type has no kernel.
+        pub fn row_kernel(t: GgmlType) -> Option<SimdKernel> {
+            use $crate::simd::ActLayout::*;
+            if !available() {
+                return None;
+            }
+            let (kern, layout) = match t {
+                $( GgmlType::$t => (row_fn!(entry::$body, $qk, $wb, $xb, $wide && $w8), $lay), )*
+                _ => return None,
+            };
+            Some(SimdKernel { kern, layout })
+        }
+    };
+}
+pub(crate) use define_level;
 
 /// A safe [`RowKernel`] around an entry point, checking the slice lengths the kernel reads:
-/// weight bytes per `$qk` elements `$wb`, activation bytes per `$qk` elements `$xb`.
+/// weight bytes per `$qk` elements `$wb`, activation bytes per `$qk` elements `$xb`. `$wide`:
+/// up to 8 rows per entry call (32 vector registers), else up to 4 (16 registers).
 macro_rules! row_fn {
-    ($name:ident, $qk:expr, $wb:expr, $xb:expr, $mode:tt) => {{
+    ($($name:ident)::+, $qk:expr, $wb:expr, $xb:expr, $wide:expr) => {{
         fn f(k: usize, w: &[u8], x: &[u8], xs: usize, nx: usize, out: &mut [f32; MR]) {
             assert!(k.is_multiple_of($qk) && (1..=MR).contains(&nx));
             let (wl, xl) = (k / $qk * $wb, k / $qk * $xb);
             assert!(w.len() >= wl && xs >= xl && x.len() >= (nx - 1) * xs + xl, "row kernel: short buffers");
+            let (w, x) = (w.as_ptr(), x.as_ptr());
             // SAFETY: the caller only gets this kernel when the CPU has the entry's features;
             // the lengths were checked above.
-            unsafe { row_fn!(@dispatch $mode, $name, k, w.as_ptr(), x.as_ptr(), xs, nx, out) }
+            unsafe {
+                if $wide {
+                    match nx {
+                        1 => $($name)::+::<1>(k, w, x, xs, out),
+                        2 => $($name)::+::<2>(k, w, x, xs, out),
+                        3 => $($name)::+::<3>(k, w, x, xs, out),
+                        4 => $($name)::+::<4>(k, w, x, xs, out),
+                        5 => $($name)::+::<5>(k, w, x, xs, out),
+                        6 => $($name)::+::<6>(k, w, x, xs, out),
+                        7 => $($name)::+::<7>(k, w, x, xs, out),
+                        _ => $($name)::+::<8>(k, w, x, xs, out),
+                    }
+                } else {
+                    row_fn!(@upto4 $($name)::+, k, w, x, xs, nx.min(4), out);
+                    if nx > 4 {
+                        let mut rest = [0f32; MR];
+                        row_fn!(@upto4 $($name)::+, k, w, x.add(4 * xs), xs, nx - 4, &mut rest);
+                        out[4..nx].copy_from_slice(&rest[..nx - 4]);
+                    }
+                }
+            }
         }
         f as RowKernel
     }};
-    // up to 4 rows per entry call (16 vector registers)
-    (@dispatch narrow, $name:ident, $k:expr, $w:expr, $x:expr, $xs:expr, $nx:expr, $out:expr) => {{
-        let (k, w, x, xs, nx, out) = ($k, $w, $x, $xs, $nx, $out);
-        row_fn!(@upto4 $name, k, w, x, xs, nx.min(4), out);
-        if nx > 4 {
-            let mut rest = [0f32; MR];
-            row_fn!(@upto4 $name, k, w, x.add(4 * xs), xs, nx - 4, &mut rest);
-            out[4..nx].copy_from_slice(&rest[..nx - 4]);
-        }
-    }};
-    // up to 8 rows per entry call (32 vector registers)
-    (@dispatch wide, $name:ident, $k:expr, $w:expr, $x:expr, $xs:expr, $nx:expr, $out:expr) => {{
-        let (k, w, x, xs, nx, out) = ($k, $w, $x, $xs, $nx, $out);
-        match nx {
-            1 => $name::<1>(k, w, x, xs, out),
-            2 => $name::<2>(k, w, x, xs, out),
-            3 => $name::<3>(k, w, x, xs, out),
-            4 => $name::<4>(k, w, x, xs, out),
-            5 => $name::<5>(k, w, x, xs, out),
-            6 => $name::<6>(k, w, x, xs, out),
-            7 => $name::<7>(k, w, x, xs, out),
-            _ => $name::<8>(k, w, x, xs, out),
-        }
-    }};
-    (@upto4 $name:ident, $k:expr, $w:expr, $x:expr, $xs:expr, $nx:expr, $out:expr) => {
+    (@upto4 $($name:ident)::+, $k:expr, $w:expr, $x:expr, $xs:expr, $nx:expr, $out:expr) => {
         match $nx {
-            1 => $name::<1>($k, $w, $x, $xs, $out),
-            2 => $name::<2>($k, $w, $x, $xs, $out),
-            3 => $name::<3>($k, $w, $x, $xs, $out),
-            _ => $name::<4>($k, $w, $x, $xs, $out),
+            1 => $($name)::+::<1>($k, $w, $x, $xs, $out),
+            2 => $($name)::+::<2>($k, $w, $x, $xs, $out),
+            3 => $($name)::+::<3>($k, $w, $x, $xs, $out),
+            _ => $($name)::+::<4>($k, $w, $x, $xs, $out),
         }
     };
 }
 pub(crate) use row_fn;
 
-/// The row kernel table for one entry-point family (`$p` is the name prefix module).
-macro_rules! kernel_table {
-    ($m:tt, $t:expr, $f32:ident, $f16:ident, $bf16:ident, $q4_0:ident, $q4_1:ident, $q5_0:ident, $q5_1:ident, $q8_0:ident,
-     $q2_k:ident, $q3_k:ident, $q4_k:ident, $q5_k:ident, $q6_k:ident) => {{
-        use $crate::simd::{ActLayout::*, SimdKernel};
-        // `$m` (wide = 8 rows per call where registers allow) measured faster for the k-quants
-        // and Q4_1/Q5_0/Q5_1; Q8_0, Q4_0 and the float rows stay at 4 rows per call.
-        let (kern, layout) = match $t {
-            GgmlType::F32 => (row_fn!($f32, 1, 4, 4, narrow), Ggml),
-            GgmlType::F16 => (row_fn!($f16, 1, 2, 2, narrow), Ggml),
-            GgmlType::BF16 => (row_fn!($bf16, 1, 2, 2, narrow), Ggml),
-            // Split32 activation rows: 32 quant bytes + f32 scale + 4-byte sum per block
-            GgmlType::Q4_0 => (row_fn!($q4_0, 32, 18, 40, narrow), Split32),
-            GgmlType::Q4_1 => (row_fn!($q4_1, 32, 20, 40, $m), Split32),
-            GgmlType::Q5_0 => (row_fn!($q5_0, 32, 22, 40, $m), Split32),
-            GgmlType::Q5_1 => (row_fn!($q5_1, 32, 24, 40, $m), Split32),
-            GgmlType::Q8_0 => (row_fn!($q8_0, 32, 34, 40, narrow), Split32),
-            GgmlType::Q2_K => (row_fn!($q2_k, 256, 84, 292, $m), Ggml),
-            GgmlType::Q3_K => (row_fn!($q3_k, 256, 110, 292, $m), Ggml),
-            GgmlType::Q4_K => (row_fn!($q4_k, 256, 144, 292, $m), Ggml),
-            GgmlType::Q5_K => (row_fn!($q5_k, 256, 176, 292, $m), Ggml),
-            GgmlType::Q6_K => (row_fn!($q6_k, 256, 210, 292, $m), Ggml),
-            _ => return None,
-        };
-        Some(SimdKernel { kern, layout })
-    }};
-}
-pub(crate) use kernel_table;
-
-entries!("avx2,fma,f16c", Avx2Ops,
-    f32_k => f32_body, f16_k => f16_body, bf16_k => bf16_body,
-    q4_0_k => q4_0_body, q4_1_k => q4_1_body, q5_0_k => q5_0_body, q5_1_k => q5_1_body, q8_0_k => q8_0_body,
-    q2_k_k => q2_k_body, q3_k_k => q3_k_body, q4_k_k => q4_k_body, q5_k_k => q5_k_body, q6_k_k => q6_k_body,
-);
-
-/// The AVX2 kernel for weight type `t`, or `None` when the CPU lacks AVX2/FMA/F16C.
-pub fn row_kernel(t: GgmlType) -> Option<SimdKernel> {
-    if !available() {
-        return None;
-    }
-    kernel_table!(
-        narrow, t, f32_k, f16_k, bf16_k, q4_0_k, q4_1_k, q5_0_k, q5_1_k, q8_0_k, q2_k_k, q3_k_k,
-        q4_k_k, q5_k_k, q6_k_k
-    )
-}
+kernel_list!(define_level!("avx2,fma,f16c", Avx2Ops, false));

@@ -11,21 +11,9 @@ use crate::fp::{f16_to_f32, f32_to_f16, rd_f32};
 use crate::quant::{self, DotType};
 use lse_gguf::GgmlType;
 
-const TYPES: &[GgmlType] = &[
-    GgmlType::F32,
-    GgmlType::F16,
-    GgmlType::BF16,
-    GgmlType::Q4_0,
-    GgmlType::Q4_1,
-    GgmlType::Q5_0,
-    GgmlType::Q5_1,
-    GgmlType::Q8_0,
-    GgmlType::Q2_K,
-    GgmlType::Q3_K,
-    GgmlType::Q4_K,
-    GgmlType::Q5_K,
-    GgmlType::Q6_K,
-];
+fn types() -> Vec<GgmlType> {
+    quant::FORMATS.iter().map(|f| f.ty).collect()
+}
 
 struct Rng(u64);
 impl Rng {
@@ -43,17 +31,6 @@ impl Rng {
     }
 }
 
-fn f16_fields(t: GgmlType) -> &'static [usize] {
-    match t {
-        GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => &[0],
-        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
-        GgmlType::Q2_K => &[80, 82],
-        GgmlType::Q3_K => &[108],
-        GgmlType::Q6_K => &[208],
-        _ => &[],
-    }
-}
-
 fn random_row(rng: &mut Rng, t: GgmlType, k: usize) -> Vec<u8> {
     let mut w = vec![0u8; t.row_bytes(k).unwrap()];
     match t {
@@ -68,11 +45,9 @@ fn random_row(rng: &mut Rng, t: GgmlType, k: usize) -> Vec<u8> {
         }),
         _ => {
             w.iter_mut().for_each(|b| *b = rng.next() as u8);
+            let scales = &quant::format(t).unwrap().scales;
             for blk in w.chunks_exact_mut(t.type_size()) {
-                for &o in f16_fields(t) {
-                    blk[o..o + 2]
-                        .copy_from_slice(&f32_to_f16(0.002 + 0.03 * rng.unit()).to_le_bytes());
-                }
+                scales.set_sane(blk, &mut || rng.unit());
             }
         }
     }
@@ -108,7 +83,7 @@ fn simd_row_kernels_match_scalar() {
     let mut rng = Rng(0x1234_5678_9abc_def1);
     let mut checked = 0;
     for &lv in levels.iter().filter(|l| **l != Level::Scalar) {
-        for &t in TYPES {
+        for t in types() {
             let Some(SimdKernel { kern, layout }) = row_kernel(lv, t) else {
                 println!("{:?}: no kernel for {} (scalar fallback)", lv, t.name());
                 continue;
@@ -181,15 +156,18 @@ fn simd_row_kernels_match_scalar() {
 fn simd_integer_sums_exact() {
     let mut rng = Rng(99);
     for &lv in available_levels().iter().filter(|l| **l != Level::Scalar) {
-        for &t in TYPES.iter().filter(|t| t.block_size() > 1) {
+        for t in types().into_iter().filter(|t| t.block_size() > 1) {
             let Some(SimdKernel { kern, layout }) = row_kernel(lv, t) else {
                 continue;
             };
             let dt = quant::dot_type(t).unwrap();
             let k = 2 * dt.block_size().max(t.block_size());
             let mut w = random_row(&mut rng, t, k);
+            let quant::ScaleFields::F16(offs) = quant::format(t).unwrap().scales else {
+                continue; // power-of-two scales are only set up for plain f16 fields
+            };
             for blk in w.chunks_exact_mut(t.type_size()) {
-                for &o in f16_fields(t) {
+                for &o in offs {
                     blk[o..o + 2].copy_from_slice(&f32_to_f16(0.0625).to_le_bytes());
                 }
             }

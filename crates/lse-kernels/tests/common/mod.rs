@@ -37,32 +37,8 @@ impl Rng {
 }
 
 /// Every weight type the kernels support.
-pub const TYPES: &[GgmlType] = &[
-    GgmlType::F32,
-    GgmlType::F16,
-    GgmlType::BF16,
-    GgmlType::Q4_0,
-    GgmlType::Q4_1,
-    GgmlType::Q5_0,
-    GgmlType::Q5_1,
-    GgmlType::Q8_0,
-    GgmlType::Q2_K,
-    GgmlType::Q3_K,
-    GgmlType::Q4_K,
-    GgmlType::Q5_K,
-    GgmlType::Q6_K,
-];
-
-/// Byte offsets of the f16 scale fields inside one block (from ggml-common.h's layouts).
-fn f16_fields(t: GgmlType) -> &'static [usize] {
-    match t {
-        GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => &[0],
-        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
-        GgmlType::Q2_K => &[80, 82],
-        GgmlType::Q3_K => &[108],
-        GgmlType::Q6_K => &[208],
-        _ => &[],
-    }
+pub fn types() -> Vec<GgmlType> {
+    lse_kernels::quant::FORMATS.iter().map(|f| f.ty).collect()
 }
 
 /// `rows` random weight rows of `k` elements of type `t`: random quant bytes, finite scales.
@@ -89,10 +65,10 @@ pub fn random_weights(rng: &mut Rng, t: GgmlType, rows: usize, k: usize) -> Vec<
             rng.fill_bytes(&mut w);
             let bs = t.type_size();
             for b in w.chunks_exact_mut(bs) {
-                for &o in f16_fields(t) {
-                    let v = 0.002 + 0.03 * rng.unit();
-                    b[o..o + 2].copy_from_slice(&f16::from_f32(v).to_bits().to_le_bytes());
-                }
+                lse_kernels::quant::format(t)
+                    .unwrap()
+                    .scales
+                    .set_sane(b, &mut || rng.unit());
             }
         }
     }
