@@ -39,10 +39,14 @@ pub enum GgmlType {
     TQ1_0,
     TQ2_0,
     MXFP4,
+    NVFP4,
+    Q1_0,
+    Q2_0,
 }
 
-/// (type, id, name, elements per block, bytes per block). Ids 4, 5, 31-33 and 36-38 belong to
-/// layouts ggml has since removed; they are unknown here as they are in ggml.
+/// (type, id, name, elements per block, bytes per block), as in ggml's `ggml.h` / `ggml.c`
+/// (llama.cpp 0c1e570). Ids 4, 5, 31-33 and 36-38 belong to layouts ggml has since removed;
+/// they are unknown here as they are in ggml.
 const TABLE: &[(GgmlType, u32, &str, usize, usize)] = &[
     (GgmlType::F32, 0, "f32", 1, 4),
     (GgmlType::F16, 1, "f16", 1, 2),
@@ -76,6 +80,9 @@ const TABLE: &[(GgmlType, u32, &str, usize, usize)] = &[
     (GgmlType::TQ1_0, 34, "tq1_0", 256, 54),
     (GgmlType::TQ2_0, 35, "tq2_0", 256, 66),
     (GgmlType::MXFP4, 39, "mxfp4", 32, 17),
+    (GgmlType::NVFP4, 40, "nvfp4", 64, 36),
+    (GgmlType::Q1_0, 41, "q1_0", 128, 18),
+    (GgmlType::Q2_0, 42, "q2_0", 64, 18),
 ];
 
 impl GgmlType {

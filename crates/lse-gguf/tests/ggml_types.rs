@@ -20,6 +20,10 @@ fn ids_and_names() {
         (GgmlType::Q6_K, 14, "q6_K"),
         (GgmlType::Q8_K, 15, "q8_K"),
         (GgmlType::BF16, 30, "bf16"),
+        (GgmlType::MXFP4, 39, "mxfp4"),
+        (GgmlType::NVFP4, 40, "nvfp4"),
+        (GgmlType::Q1_0, 41, "q1_0"),
+        (GgmlType::Q2_0, 42, "q2_0"),
     ];
     for (t, id, name) in expect {
         assert_eq!(t.id(), id);
@@ -27,7 +31,7 @@ fn ids_and_names() {
         assert_eq!(GgmlType::from_id(id), Some(t));
         assert_eq!(t.to_string(), name);
     }
-    for removed in [4, 5, 31, 32, 33, 36, 37, 38, 40, 1000, u32::MAX] {
+    for removed in [4, 5, 31, 32, 33, 36, 37, 38, 43, 1000, u32::MAX] {
         assert_eq!(GgmlType::from_id(removed), None, "id {removed}");
     }
 }
@@ -56,6 +60,16 @@ fn block_layouts_match_bits_per_weight() {
         (GgmlType::IQ3_XXS, 256, 3.0625),
         (GgmlType::IQ4_NL, 32, 4.5),
         (GgmlType::IQ4_XS, 256, 4.25),
+        (GgmlType::IQ3_S, 256, 3.4375),
+        (GgmlType::IQ2_S, 256, 2.5625),
+        (GgmlType::IQ1_S, 256, 1.5625),
+        (GgmlType::IQ1_M, 256, 1.75),
+        (GgmlType::TQ1_0, 256, 1.6875),
+        (GgmlType::TQ2_0, 256, 2.0625),
+        (GgmlType::MXFP4, 32, 4.25),
+        (GgmlType::NVFP4, 64, 4.5),
+        (GgmlType::Q1_0, 128, 1.125),
+        (GgmlType::Q2_0, 64, 2.25),
     ];
     for (t, bs, bpw) in expect {
         assert_eq!(t.block_size(), bs, "{t}");
