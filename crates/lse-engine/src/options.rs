@@ -91,6 +91,14 @@ impl EngineOptions {
         if self.threads == 0 {
             return Err(InvalidOption("--threads must be at least 1".into()));
         }
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if self.threads > 4 * cpus.max(16) {
+            return Err(InvalidOption(format!(
+                "--threads {} is far more than the {cpus} CPUs of this machine (allowed: 1 to {})",
+                self.threads,
+                4 * cpus.max(16)
+            )));
+        }
         if self.batch_size == 0 {
             return Err(InvalidOption("--batch-size must be at least 1".into()));
         }

@@ -1,6 +1,6 @@
 //! Command-line parsing and validation (SPEC §2, §3). Every error is one line naming the option.
 
-use lse_engine::{parse_dialect, EngineOptions, KvDtype};
+use lse_engine::{parse_dialect, EngineOptions, GenerateRequest, KvDtype};
 use lse_eval::{Method, PerplexityRequest};
 use std::path::PathBuf;
 
@@ -12,6 +12,8 @@ usage:
   lse-server ENGINE --perplexity FILE          [perplexity options]
   lse-server ENGINE --perplexity-tokens FILE   [perplexity options]
   lse-server ENGINE --perplexity-pairs FILE    [perplexity options]
+  lse-server ENGINE --generate TEXT | --generate-file FILE [generation options]
+  lse-server ENGINE [server options]          serve HTTP (OpenAI-compatible) until SIGINT/SIGTERM
 
 engine options (ENGINE):
   --model PATH               a .gguf file, or a folder holding one model (required)
@@ -48,6 +50,30 @@ perplexity options:
   --perplexity-token-ids     include the token ids in the report
   --perplexity-windows       include the per-window array in the report
 
+generation options (llama.cpp's defaults):
+  --generate TEXT            prompt the model with TEXT (special-token text parsed) and print JSON
+  --generate-file FILE       the prompt is FILE's text
+  -n N                       tokens to generate at most (default 128)
+  --temp T                   temperature; 0 is greedy (default 0.8)
+  --top-k K                  keep the K most likely tokens; 0 keeps all (default 40)
+  --top-p P                  nucleus sampling, in (0, 1] (default 0.95)
+  --min-p P                  drop tokens below P x the best probability (default 0.05)
+  --repeat-penalty R         penalise the last --repeat-last-n tokens, prompt included (default 1.0 = off)
+  --repeat-last-n N          0 off, -1 the whole context (default 64)
+  --presence-penalty P       (default 0)
+  --frequency-penalty F      (default 0)
+  --seed S                   same seed, same text (default: a fresh seed)
+  --stop STR                 stop before STR (may be given several times)
+  --ignore-eos               keep generating past end-of-generation tokens
+  --generate-output PATH     write the JSON there instead of standard output
+
+server options:
+  --host H                   address to listen on (default 127.0.0.1)
+  --port P                   port (default 8080; 0 picks a free one)
+  --parallel N               sequences decoded at once (default 4)
+  --api-key KEY              require `Authorization: Bearer KEY`
+  --alias NAME               the model id in /v1/models (default: the file name)
+
 other:
   --quiet                    no progress on stderr
   --help                     this text
@@ -55,10 +81,35 @@ other:
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Mode {
+    Serve,
+    Generate(GenerateSource),
     Tokenize(PathBuf),
     Perplexity(PathBuf),
     PerplexityTokens(PathBuf),
     PerplexityPairs(PathBuf),
+}
+
+/// Where a `--generate` prompt comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GenerateSource {
+    Text(String),
+    File(PathBuf),
+}
+
+/// `--host` … `--alias`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServeOptions {
+    pub host: String,
+    pub port: u16,
+    pub parallel: usize,
+    pub api_key: Option<String>,
+    pub alias: Option<String>,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions { host: "127.0.0.1".into(), port: 8080, parallel: 4, api_key: None, alias: None }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -76,6 +127,10 @@ pub struct Args {
     /// from the mode's file once the options have been checked.
     pub request: PerplexityRequest,
     pub output: Option<PathBuf>,
+    /// The generation options; its prompt is filled from `--generate`/`--generate-file`.
+    pub generate: GenerateRequest,
+    pub generate_output: Option<PathBuf>,
+    pub serve: ServeOptions,
     pub quiet: bool,
 }
 
@@ -85,17 +140,29 @@ const VALUED: &[&str] = &[
     "--FlashPrefillV2", "--tokenize", "--tokenize-output", "--perplexity", "--perplexity-tokens", "--perplexity-pairs",
     "--perplexity-method", "--perplexity-ctx", "--perplexity-stride", "--perplexity-chunks",
     "--perplexity-kld-base-out", "--perplexity-kld-top-k", "--perplexity-kld", "--perplexity-output",
+    "--generate", "--generate-file", "-n", "--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n",
+    "--presence-penalty", "--frequency-penalty", "--seed", "--stop", "--generate-output",
+    "--host", "--port", "--parallel", "--api-key", "--alias",
 ];
 /// Flags.
 const FLAGS: &[&str] = &[
     "--no-cpu-fallback", "--no-mtp", "--tokenize-no-special", "--tokenize-no-parse-special", "--perplexity-token-ids", "--perplexity-windows",
-    "--quiet", "--help", "-h",
+    "--ignore-eos", "--quiet", "--help", "-h",
 ];
+const GENERATE_ONLY: &[&str] = &[
+    "-n", "--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n", "--presence-penalty",
+    "--frequency-penalty", "--seed", "--stop", "--ignore-eos", "--generate-output",
+];
+const SERVE_ONLY: &[&str] = &["--host", "--port", "--parallel", "--api-key", "--alias"];
 const TOKENIZE_ONLY: &[&str] = &["--tokenize-no-special", "--tokenize-no-parse-special", "--tokenize-output"];
 const PERPLEXITY_ONLY: &[&str] = &[
     "--perplexity-method", "--perplexity-ctx", "--perplexity-stride", "--perplexity-chunks", "--perplexity-kld-base-out",
     "--perplexity-kld-top-k", "--perplexity-kld", "--perplexity-output", "--perplexity-token-ids", "--perplexity-windows",
 ];
+
+fn number<T: std::str::FromStr>(opt: &str, v: &str, what: &str) -> Result<T, String> {
+    v.trim().parse::<T>().map_err(|_| format!("{opt} must be {what}, got '{v}'"))
+}
 
 fn positive(opt: &str, v: &str) -> Result<usize, String> {
     match v.trim().parse::<i128>() {
@@ -140,7 +207,7 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
         } else {
             return Err(format!("unknown option {name} (see --help)"));
         };
-        if seen.contains(&name) && name != "--help" && name != "-h" {
+        if seen.contains(&name) && name != "--help" && name != "-h" && name != "--stop" {
             return Err(format!("{name} given twice"));
         }
         seen.push(name.clone());
@@ -211,6 +278,32 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
             "--perplexity-output" => a.output = Some(PathBuf::from(v)),
             "--perplexity-token-ids" => a.request.include_token_ids = true,
             "--perplexity-windows" => a.request.include_windows = true,
+            "--generate" => {
+                modes.push(name.clone());
+                a.mode = Some(Mode::Generate(GenerateSource::Text(v.to_string())))
+            }
+            "--generate-file" => {
+                modes.push(name.clone());
+                a.mode = Some(Mode::Generate(GenerateSource::File(PathBuf::from(v))))
+            }
+            "-n" => a.generate.max_tokens = number(&name, v, "an integer")?,
+            "--temp" => a.generate.sampling.temperature = number(&name, v, "a number")?,
+            "--top-k" => a.generate.sampling.top_k = number(&name, v, "an integer")?,
+            "--top-p" => a.generate.sampling.top_p = number(&name, v, "a number")?,
+            "--min-p" => a.generate.sampling.min_p = number(&name, v, "a number")?,
+            "--repeat-penalty" => a.generate.sampling.repeat_penalty = number(&name, v, "a number")?,
+            "--repeat-last-n" => a.generate.sampling.repeat_last_n = number(&name, v, "an integer")?,
+            "--presence-penalty" => a.generate.sampling.presence_penalty = number(&name, v, "a number")?,
+            "--frequency-penalty" => a.generate.sampling.frequency_penalty = number(&name, v, "a number")?,
+            "--seed" => a.generate.sampling.seed = Some(number(&name, v, "a non-negative integer")?),
+            "--stop" => a.generate.stop.push(v.to_string()),
+            "--ignore-eos" => a.generate.ignore_eos = true,
+            "--generate-output" => a.generate_output = Some(PathBuf::from(v)),
+            "--host" => a.serve.host = v.to_string(),
+            "--port" => a.serve.port = number(&name, v, "a port number (0 to 65535)")?,
+            "--parallel" => a.serve.parallel = positive(&name, v)?,
+            "--api-key" => a.serve.api_key = Some(v.to_string()),
+            "--alias" => a.serve.alias = Some(v.to_string()),
             "--quiet" => a.quiet = true,
             _ => unreachable!("listed option {name}"),
         }
@@ -221,17 +314,27 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
     if modes.len() > 1 {
         return Err(format!("{} and {} cannot be used together: choose one mode", modes[0], modes[1]));
     }
-    let Some(mode) = &a.mode else {
-        return Err("no mode given: use --tokenize FILE, --perplexity FILE, --perplexity-tokens FILE or --perplexity-pairs FILE (see --help)".into());
-    };
-    let tokenize = matches!(mode, Mode::Tokenize(_));
+    let mode = a.mode.get_or_insert(Mode::Serve).clone();
+    let perplexity = matches!(mode, Mode::Perplexity(_) | Mode::PerplexityTokens(_) | Mode::PerplexityPairs(_));
     for s in &seen {
-        if tokenize && PERPLEXITY_ONLY.contains(&s.as_str()) {
-            return Err(format!("{s} applies to the perplexity modes, not --tokenize"));
+        let s = s.as_str();
+        if !perplexity && PERPLEXITY_ONLY.contains(&s) {
+            return Err(format!("{s} applies to the perplexity modes only"));
         }
-        if !tokenize && TOKENIZE_ONLY.contains(&s.as_str()) {
+        if !matches!(mode, Mode::Tokenize(_)) && TOKENIZE_ONLY.contains(&s) {
             return Err(format!("{s} applies to --tokenize only"));
         }
+        if !matches!(mode, Mode::Generate(_)) && GENERATE_ONLY.contains(&s) {
+            return Err(format!("{s} applies to --generate only"));
+        }
+        if mode != Mode::Serve && SERVE_ONLY.contains(&s) {
+            return Err(format!("{s} applies to serving only (no --perplexity, --tokenize or --generate)"));
+        }
+    }
+    if let Mode::Generate(_) = mode {
+        // the prompt is checked once read; everything else now
+        let probe = GenerateRequest { prompt: lse_engine::Prompt::Text("x".into()), ..a.generate.clone() };
+        probe.validate()?;
     }
     if a.model.is_none() {
         return Err("--model PATH is required (a .gguf file or a folder holding one)".into());
@@ -245,6 +348,7 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
     if std::env::var("LSE_REQUIRE_DEVICE_KERNELS").is_ok_and(|v| v == "1") {
         a.engine.cpu_fallback_allowed = false;
     }
+    a.engine.validate().map_err(|e| e.to_string())?;
     Ok(a)
 }
 
@@ -289,10 +393,17 @@ mod tests {
             ("--model m --perplexity t --perplexity-kld-top-k 0", "between 1 and 32"),
             ("--model m --perplexity t --perplexity-ctx 0", "--perplexity-ctx"),
             ("--model m --perplexity t --bogus", "unknown option --bogus"),
-            ("--model m", "no mode"),
+            ("--model m --generate hi -n -1", "-n"),
+            ("--model m --generate hi --temp -1", "temperature"),
+            ("--model m --generate hi --top-p 0", "top-p"),
+            ("--model m --generate hi --top-p 1.5", "top-p"),
+            ("--model m --generate hi --top-k -2", "top-k"),
+            ("--model m --perplexity t -n 5", "--generate only"),
+            ("--model m --generate hi --port 9", "serving only"),
+            ("--model m --perplexity t --threads 100000", "--threads"),
             ("--perplexity t", "--model"),
             ("--model m --perplexity t --tokenize u", "cannot be used together"),
-            ("--model m --tokenize t --perplexity-ctx 5", "perplexity modes"),
+            ("--model m --tokenize t --perplexity-ctx 5", "perplexity modes only"),
             ("--model m --perplexity t --tokenize-output x", "--tokenize only"),
             ("--model m --perplexity", "needs a value"),
             ("--model m --perplexity t --threads 0", "--threads"),

@@ -1,12 +1,14 @@
-//! `lse-server`: loads a GGUF model, does one job (tokenize, perplexity), exits.
+//! `lse-server`: loads a GGUF model and either does one job (tokenize, perplexity, generate) and
+//! exits, or serves HTTP.
 //! Every failure is one line on stderr, `lse-server: <cause>`, and a non-zero exit status.
 
 mod args;
 mod engine_modes;
+mod http;
 mod json_out;
 mod progress;
 
-use args::{Args, Mode};
+use args::{Args, GenerateSource, Mode};
 use lse_eval::atomic::AtomicFile;
 use lse_eval::{PerplexityInput, PerplexityRequest};
 use std::io::Write;
@@ -63,6 +65,8 @@ fn run() -> Result<(), String> {
     }
     match args.mode.clone().expect("checked by parse") {
         Mode::Tokenize(file) => tokenize(&args, &model, &file),
+        Mode::Generate(src) => generate(&args, &model, &src),
+        Mode::Serve => http::serve(&args, &model),
         mode => perplexity(&args, &model, mode),
     }
 }
@@ -96,6 +100,23 @@ fn tokenize(args: &Args, model: &Path, file: &Path) -> Result<(), String> {
     emit(out, s.as_bytes())
 }
 
+fn generate(args: &Args, model: &Path, src: &GenerateSource) -> Result<(), String> {
+    let out = match &args.generate_output {
+        Some(p) => Some(AtomicFile::create(p, "output file").map_err(|e| e.to_string())?),
+        None => None,
+    };
+    let prompt = match src {
+        GenerateSource::Text(t) => t.clone(),
+        GenerateSource::File(f) => lse_eval::read_text_file_verbatim(f).map_err(|e| e.to_string())?,
+    };
+    let req = lse_engine::GenerateRequest { prompt: lse_engine::Prompt::Text(prompt), ..args.generate.clone() };
+    req.validate()?;
+    let engine = lse_engine::Engine::load(model, args.engine.clone()).map_err(|e| e.to_string())?;
+    let report = engine.generate(&req).map_err(|e| e.to_string())?;
+    let v = serde_json::to_value(&report).map_err(|e| e.to_string())?;
+    emit(out, json_out::pretty(&v).as_bytes())
+}
+
 fn perplexity(args: &Args, model: &Path, mode: Mode) -> Result<(), String> {
     let err = |e: lse_eval::EvalError| e.to_string();
     let placeholder = match &mode {
@@ -117,7 +138,7 @@ fn perplexity(args: &Args, model: &Path, mode: Mode) -> Result<(), String> {
         Mode::Perplexity(f) => PerplexityInput::Text(lse_eval::read_text_file(f).map_err(err)?),
         Mode::PerplexityTokens(f) => PerplexityInput::Tokens(lse_eval::read_tokens_file(f).map_err(err)?),
         Mode::PerplexityPairs(f) => PerplexityInput::Pairs(lse_eval::read_pairs_file(f).map_err(err)?),
-        Mode::Tokenize(_) => unreachable!(),
+        Mode::Tokenize(_) | Mode::Generate(_) | Mode::Serve => unreachable!(),
     };
     let pre = lse_eval::preflight(&req).map_err(err)?;
     let report = engine_modes::perplexity(args, model, &req, pre)?;

@@ -1,0 +1,14 @@
+//! Generation: the request (options and validation in one place), the sampler chain, streamed
+//! text with stop strings, and sequences driven by the batched forward ([`crate::Engine::step`]).
+
+mod report;
+mod request;
+mod sampler;
+mod sequence;
+mod text;
+
+pub use report::GenerationReport;
+pub use request::{GenerateRequest, Prompt, SamplingParams, MAX_TOP_LOGPROBS};
+pub use sampler::{argmax, Sampler};
+pub use sequence::{FinishReason, Sequence, StepStats, StepToken};
+pub use text::TextStream;

@@ -1,0 +1,138 @@
+//! The generation request: every option, its default and its validation, in one place. Front
+//! ends (CLI flags, C/Python JSON, HTTP bodies) only translate their syntax into this struct.
+
+use serde::{Deserialize, Serialize};
+
+/// What the model is prompted with.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Prompt {
+    /// Tokenized as a prompt: special tokens added as the vocabulary asks, special text parsed.
+    Text(String),
+    /// Token ids, fed as they are.
+    Tokens(Vec<u32>),
+}
+
+/// The sampler chain's settings, with llama.cpp's defaults.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SamplingParams {
+    /// 0 (or below) is greedy.
+    pub temperature: f32,
+    /// 0 keeps every token.
+    pub top_k: i64,
+    /// In (0, 1]; 1 keeps every token.
+    pub top_p: f32,
+    /// In [0, 1]; 0 keeps every token.
+    pub min_p: f32,
+    /// 1 is off.
+    pub repeat_penalty: f32,
+    /// Tokens (prompt included) the penalties look back over; 0 off, -1 the whole session.
+    pub repeat_last_n: i64,
+    pub presence_penalty: f32,
+    pub frequency_penalty: f32,
+    /// `None`: a fresh seed each request.
+    pub seed: Option<u64>,
+}
+
+impl Default for SamplingParams {
+    fn default() -> Self {
+        SamplingParams {
+            temperature: 0.8,
+            top_k: 40,
+            top_p: 0.95,
+            min_p: 0.05,
+            repeat_penalty: 1.0,
+            repeat_last_n: 64,
+            presence_penalty: 0.0,
+            frequency_penalty: 0.0,
+            seed: None,
+        }
+    }
+}
+
+/// One generation request.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GenerateRequest {
+    pub prompt: Prompt,
+    /// Tokens to generate at most (`-n`).
+    pub max_tokens: i64,
+    #[serde(flatten)]
+    pub sampling: SamplingParams,
+    /// Generation stops before the first occurrence of any of these in the text.
+    pub stop: Vec<String>,
+    /// Keep going past end-of-generation tokens.
+    pub ignore_eos: bool,
+    /// Most likely alternatives to report per step with their log-probs (0..=20).
+    pub top_logprobs: usize,
+    /// Add BOS/EOS as the vocabulary asks when tokenizing a text prompt.
+    pub add_special: bool,
+}
+
+impl Default for GenerateRequest {
+    fn default() -> Self {
+        GenerateRequest {
+            prompt: Prompt::Text(String::new()),
+            max_tokens: 128,
+            sampling: SamplingParams::default(),
+            stop: Vec::new(),
+            ignore_eos: false,
+            top_logprobs: 0,
+            add_special: true,
+        }
+    }
+}
+
+/// The most alternatives a step reports.
+pub const MAX_TOP_LOGPROBS: usize = 20;
+
+impl GenerateRequest {
+    /// Parses the JSON request object (C API, Python, `--generate` options).
+    pub fn from_json(s: &str) -> Result<GenerateRequest, String> {
+        let r: GenerateRequest = serde_json::from_str(s).map_err(|e| format!("generation request: {e}"))?;
+        r.validate()?;
+        Ok(r)
+    }
+
+    /// Refuses out-of-range options with one line naming the option.
+    pub fn validate(&self) -> Result<(), String> {
+        let s = &self.sampling;
+        match &self.prompt {
+            Prompt::Text(t) if t.is_empty() => return Err("the prompt is empty".into()),
+            Prompt::Tokens(t) if t.is_empty() => return Err("the prompt has no tokens".into()),
+            _ => {}
+        }
+        if self.max_tokens < 0 {
+            return Err(format!("max tokens (-n) must be 0 or more, got {}", self.max_tokens));
+        }
+        if !(s.temperature >= 0.0) || !s.temperature.is_finite() {
+            return Err(format!("temperature must be 0 or more, got {}", s.temperature));
+        }
+        if s.top_k < 0 {
+            return Err(format!("top-k must be 0 or more, got {}", s.top_k));
+        }
+        if !(s.top_p > 0.0 && s.top_p <= 1.0) {
+            return Err(format!("top-p must be in (0, 1], got {}", s.top_p));
+        }
+        if !(s.min_p >= 0.0 && s.min_p <= 1.0) {
+            return Err(format!("min-p must be in [0, 1], got {}", s.min_p));
+        }
+        if !(s.repeat_penalty > 0.0) || !s.repeat_penalty.is_finite() {
+            return Err(format!("repeat penalty must be above 0, got {}", s.repeat_penalty));
+        }
+        if s.repeat_last_n < -1 {
+            return Err(format!("repeat-last-n must be -1, 0 or more, got {}", s.repeat_last_n));
+        }
+        if !s.presence_penalty.is_finite() || !s.frequency_penalty.is_finite() {
+            return Err("presence and frequency penalties must be finite".into());
+        }
+        if self.top_logprobs > MAX_TOP_LOGPROBS {
+            return Err(format!("top logprobs must be at most {MAX_TOP_LOGPROBS}, got {}", self.top_logprobs));
+        }
+        if self.stop.iter().any(|s| s.is_empty()) {
+            return Err("stop strings must not be empty".into());
+        }
+        Ok(())
+    }
+}

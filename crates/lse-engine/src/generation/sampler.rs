@@ -1,0 +1,198 @@
+//! The sampler chain, in llama.cpp's order: penalties (over the last `repeat_last_n` tokens of
+//! the session, prompt included), top-k, top-p, min-p, temperature, then a seeded draw. A
+//! temperature of 0 takes the most likely token after the penalties (ties: the lower id).
+
+use super::request::SamplingParams;
+use std::collections::HashMap;
+
+/// splitmix64: small, fast, and the same sequence on every platform.
+#[derive(Clone, Debug)]
+struct Rng(u64);
+
+impl Rng {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1) with 53 bits.
+    fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+pub struct Sampler {
+    p: SamplingParams,
+    rng: Rng,
+}
+
+impl Sampler {
+    pub fn new(p: &SamplingParams) -> Sampler {
+        let seed = p.seed.unwrap_or_else(|| {
+            let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+            t ^ (std::process::id() as u64).rotate_left(32)
+        });
+        Sampler { p: p.clone(), rng: Rng(seed) }
+    }
+
+    /// Applies the repeat, presence and frequency penalties to `logits` for the tokens in
+    /// `history` (the session's tokens, oldest first).
+    fn penalize(&self, logits: &mut [f32], history: &[u32]) {
+        let p = &self.p;
+        let n = match p.repeat_last_n {
+            0 => return,
+            -1 => history.len(),
+            n => (n as usize).min(history.len()),
+        };
+        if p.repeat_penalty == 1.0 && p.presence_penalty == 0.0 && p.frequency_penalty == 0.0 {
+            return;
+        }
+        let mut counts: HashMap<u32, u32> = HashMap::new();
+        for &t in &history[history.len() - n..] {
+            *counts.entry(t).or_default() += 1;
+        }
+        for (&t, &c) in &counts {
+            let Some(l) = logits.get_mut(t as usize) else { continue };
+            if *l <= 0.0 {
+                *l *= p.repeat_penalty;
+            } else {
+                *l /= p.repeat_penalty;
+            }
+            *l -= c as f32 * p.frequency_penalty + p.presence_penalty;
+        }
+    }
+
+    /// Picks the next token from `logits` (modified in place) given the session's tokens.
+    pub fn sample(&mut self, logits: &mut [f32], history: &[u32]) -> u32 {
+        self.penalize(logits, history);
+        if self.p.temperature <= 0.0 {
+            return argmax(logits);
+        }
+        // candidates, most likely first
+        let mut cand: Vec<(u32, f32)> = logits.iter().enumerate().map(|(i, &l)| (i as u32, l)).collect();
+        let by_logit = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        let k = self.p.top_k as usize;
+        if k > 0 && k < cand.len() {
+            cand.select_nth_unstable_by(k - 1, by_logit);
+            cand.truncate(k);
+        }
+        cand.sort_unstable_by(by_logit);
+        if self.p.top_p < 1.0 {
+            let probs = softmax(&cand, 1.0);
+            let mut cum = 0.0;
+            let mut keep = cand.len();
+            for (i, &pr) in probs.iter().enumerate() {
+                cum += pr;
+                if cum >= self.p.top_p as f64 {
+                    keep = i + 1;
+                    break;
+                }
+            }
+            cand.truncate(keep.max(1));
+        }
+        if self.p.min_p > 0.0 {
+            let floor = cand[0].1 + self.p.min_p.ln();
+            let keep = cand.iter().take_while(|c| c.1 >= floor).count();
+            cand.truncate(keep.max(1));
+        }
+        let probs = softmax(&cand, self.p.temperature);
+        let u = self.rng.unit();
+        let mut cum = 0.0;
+        for (c, pr) in cand.iter().zip(&probs) {
+            cum += pr;
+            if u < cum {
+                return c.0;
+            }
+        }
+        cand[cand.len() - 1].0
+    }
+}
+
+/// Index of the largest value, the lower index on ties.
+pub fn argmax(x: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, &v) in x.iter().enumerate() {
+        if v > x[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+/// Probabilities of `cand` (sorted, most likely first) at temperature `t`, in f64.
+fn softmax(cand: &[(u32, f32)], t: f32) -> Vec<f64> {
+    let m = cand[0].1 as f64 / t as f64;
+    let e: Vec<f64> = cand.iter().map(|c| (c.1 as f64 / t as f64 - m).exp()).collect();
+    let s: f64 = e.iter().sum();
+    e.into_iter().map(|v| v / s).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params() -> SamplingParams {
+        SamplingParams { temperature: 0.0, top_k: 0, top_p: 1.0, min_p: 0.0, ..Default::default() }
+    }
+
+    #[test]
+    fn greedy_takes_the_lower_id_on_ties() {
+        let mut s = Sampler::new(&params());
+        assert_eq!(s.sample(&mut [1.0, 3.0, 3.0, -1.0], &[]), 1);
+    }
+
+    #[test]
+    fn repeat_penalty_divides_positive_and_multiplies_negative_logits() {
+        let p = SamplingParams { repeat_penalty: 2.0, ..params() };
+        let s = Sampler::new(&p);
+        let mut l = [4.0, -1.0, 3.0];
+        s.penalize(&mut l, &[0, 1, 0]);
+        assert_eq!(l, [2.0, -2.0, 3.0]);
+        let mut s = Sampler::new(&p);
+        assert_eq!(s.sample(&mut [4.0, -1.0, 3.0], &[0]), 2);
+    }
+
+    #[test]
+    fn penalty_window_counts_only_the_last_n_tokens() {
+        let p = SamplingParams { frequency_penalty: 1.0, presence_penalty: 0.5, repeat_last_n: 2, ..params() };
+        let s = Sampler::new(&p);
+        let mut l = [0.0f32; 3];
+        s.penalize(&mut l, &[2, 0, 1, 1]);
+        assert_eq!(l, [0.0, -2.5, 0.0]);
+    }
+
+    #[test]
+    fn seeded_draws_repeat_and_follow_the_distribution() {
+        let p = SamplingParams { temperature: 1.0, top_k: 0, top_p: 1.0, min_p: 0.0, seed: Some(7), ..Default::default() };
+        let logits = [0.0f32, (3.0f32).ln(), f32::NEG_INFINITY];
+        let draw = |n: usize| {
+            let mut s = Sampler::new(&p);
+            (0..n).map(|_| s.sample(&mut logits.clone(), &[])).collect::<Vec<_>>()
+        };
+        let a = draw(4000);
+        assert_eq!(a, draw(4000));
+        let ones = a.iter().filter(|&&t| t == 1).count() as f64 / 4000.0;
+        assert!((ones - 0.75).abs() < 0.03, "P(1) = {ones}, want 0.75");
+        assert!(!a.contains(&2));
+    }
+
+    #[test]
+    fn top_k_top_p_and_min_p_cut_the_tail() {
+        let logits = [(0.5f32).ln(), (0.3f32).ln(), (0.15f32).ln(), (0.05f32).ln()];
+        let only = |p: SamplingParams| {
+            let mut s = Sampler::new(&SamplingParams { temperature: 1.0, seed: Some(1), ..p });
+            let mut seen: Vec<u32> = (0..2000).map(|_| s.sample(&mut logits.clone(), &[])).collect();
+            seen.sort();
+            seen.dedup();
+            seen
+        };
+        let base = SamplingParams { top_k: 0, top_p: 1.0, min_p: 0.0, ..Default::default() };
+        assert_eq!(only(SamplingParams { top_k: 2, ..base.clone() }), vec![0, 1]);
+        assert_eq!(only(SamplingParams { top_p: 0.75, ..base.clone() }), vec![0, 1]);
+        assert_eq!(only(SamplingParams { top_p: 0.81, ..base.clone() }), vec![0, 1, 2]);
+        assert_eq!(only(SamplingParams { min_p: 0.5, ..base.clone() }), vec![0, 1]);
+    }
+}

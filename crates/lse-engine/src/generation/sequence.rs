@@ -1,0 +1,238 @@
+//! One generation in flight: its session, sampler, prompt progress, output and text. The
+//! scheduler of the CLI, the C API, Python and the HTTP server all drive these through
+//! [`Engine::step`]: each step feeds prompt slices and the last sampled tokens of many
+//! sequences through one batched forward, then samples every sequence that produced logits.
+
+use super::request::{GenerateRequest, Prompt};
+use super::sampler::Sampler;
+use super::text::TextStream;
+use crate::{BatchRow, Engine, EngineError, Session};
+use std::time::Instant;
+
+/// Why a generation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FinishReason {
+    /// An end-of-generation token.
+    Eos,
+    /// A stop string.
+    Stop,
+    /// `max_tokens`, or the session is full.
+    Length,
+}
+
+impl FinishReason {
+    pub fn name(self) -> &'static str {
+        match self {
+            FinishReason::Eos => "eos",
+            FinishReason::Stop => "stop",
+            FinishReason::Length => "length",
+        }
+    }
+}
+
+/// One sampled step: the token, its log-prob under the model (before any sampler change),
+/// the gap between the two most likely tokens, and the requested alternatives.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepToken {
+    pub id: u32,
+    pub logprob: f64,
+    pub top2_margin: f64,
+    pub top: Vec<(u32, f64)>,
+}
+
+pub struct Sequence {
+    pub session: Session,
+    prompt: Vec<u32>,
+    /// Prompt tokens already fed.
+    fed: usize,
+    /// Sampled but not fed yet.
+    next: Option<u32>,
+    sampler: Sampler,
+    max_tokens: usize,
+    ignore_eos: bool,
+    top_logprobs: usize,
+    pub steps: Vec<StepToken>,
+    pub text: TextStream,
+    pub finish: Option<FinishReason>,
+    pub started: Instant,
+    /// When the first token was sampled (the prompt's end).
+    pub first_token_at: Option<Instant>,
+}
+
+impl Sequence {
+    pub fn prompt(&self) -> &[u32] {
+        &self.prompt
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.finish.is_some()
+    }
+
+    /// Prompt tokens still to feed.
+    pub fn prompt_left(&self) -> usize {
+        self.prompt.len() - self.fed
+    }
+
+    /// Ends the sequence now (e.g. its client went away).
+    pub fn cancel(&mut self) {
+        self.finish.get_or_insert(FinishReason::Stop);
+    }
+
+    pub fn ids(&self) -> Vec<u32> {
+        self.steps.iter().map(|s| s.id).collect()
+    }
+}
+
+/// What one step did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StepStats {
+    pub rows: usize,
+    pub prompt_rows: usize,
+    pub decode_rows: usize,
+}
+
+impl Engine {
+    /// Tokenizes and checks a request; the sequence owns a fresh session of `--kv-len` tokens.
+    pub fn start_sequence(&self, req: &GenerateRequest) -> Result<Sequence, EngineError> {
+        req.validate().map_err(EngineError::InvalidRequest)?;
+        let prompt = match &req.prompt {
+            Prompt::Text(t) => self.tokenizer().tokenize(t, req.add_special, true),
+            Prompt::Tokens(t) => t.clone(),
+        };
+        if prompt.is_empty() {
+            return Err(EngineError::InvalidRequest("the prompt has no tokens".into()));
+        }
+        if let Some((index, &id)) = prompt.iter().enumerate().find(|(_, &t)| t as usize >= self.n_vocab()) {
+            return Err(EngineError::InvalidToken { id, index, n_vocab: self.n_vocab() });
+        }
+        if prompt.len() >= self.kv_capacity() {
+            return Err(EngineError::InvalidRequest(format!(
+                "the prompt has {} tokens; the context holds {} (--kv-len), leaving no room to generate",
+                prompt.len(),
+                self.kv_capacity()
+            )));
+        }
+        Ok(Sequence {
+            session: self.new_session(None)?,
+            prompt,
+            fed: 0,
+            next: None,
+            sampler: Sampler::new(&req.sampling),
+            max_tokens: req.max_tokens as usize,
+            ignore_eos: req.ignore_eos,
+            top_logprobs: req.top_logprobs,
+            steps: Vec::new(),
+            text: TextStream::new(&req.stop),
+            finish: None,
+            started: Instant::now(),
+            first_token_at: None,
+        })
+    }
+
+    /// One forward pass for many sequences: every running sequence's sampled token (decode rows
+    /// first), then prompt slices while `prompt_budget` rows remain; then samples each sequence
+    /// whose last prompt token or decode row came out. Finished sequences are skipped.
+    pub fn step(&self, seqs: &mut [&mut Sequence], prompt_budget: usize) -> Result<StepStats, EngineError> {
+        let mut rows = Vec::new();
+        let mut stats = StepStats::default();
+        for (i, s) in seqs.iter().enumerate() {
+            if let (None, Some(t)) = (s.finish, s.next) {
+                rows.push(BatchRow { seq: i, pos: s.session.len(), token: t, output: true });
+                stats.decode_rows += 1;
+            }
+        }
+        let mut budget = prompt_budget;
+        for (i, s) in seqs.iter().enumerate() {
+            if s.finish.is_some() || s.prompt_left() == 0 || budget == 0 {
+                continue;
+            }
+            let take = s.prompt_left().min(budget);
+            budget -= take;
+            let p0 = s.session.len();
+            for j in 0..take {
+                let last = s.fed + j + 1 == s.prompt.len();
+                rows.push(BatchRow { seq: i, pos: p0 + j, token: s.prompt[s.fed + j], output: last });
+            }
+            stats.prompt_rows += take;
+        }
+        stats.rows = rows.len();
+        if rows.is_empty() {
+            return Ok(stats);
+        }
+        let hidden = {
+            let mut sessions: Vec<&mut Session> = seqs.iter_mut().map(|s| &mut s.session).collect();
+            self.forward(&mut sessions, &rows)?
+        };
+        for r in &rows {
+            let s = &mut seqs[r.seq];
+            if s.next.take().is_none() {
+                s.fed += 1;
+            }
+        }
+        let logits = self.head_logits(&hidden)?;
+        let v = self.n_vocab();
+        let outs = rows.iter().filter(|r| r.output);
+        for (r, row) in outs.zip(logits.chunks_exact(v)) {
+            self.accept(seqs[r.seq], row)?;
+        }
+        Ok(stats)
+    }
+
+    /// Samples the sequence's next token from one logits row and updates its text and state.
+    fn accept(&self, s: &mut Sequence, row: &[f32]) -> Result<(), EngineError> {
+        if s.first_token_at.is_none() {
+            s.first_token_at = Some(Instant::now());
+        }
+        if s.steps.len() >= s.max_tokens {
+            s.finish = Some(FinishReason::Length);
+            return Ok(());
+        }
+        let (max, lse) = log_sum_exp(row).ok_or_else(|| EngineError::NonFinite("the logits of a generation step are not finite".into()))?;
+        let mut work = row.to_vec();
+        let id = s.sampler.sample(&mut work, s.session.tokens());
+        let lp = |l: f32| l as f64 - max - lse;
+        let top = top_n(row, s.top_logprobs.max(2));
+        let margin = if top.len() > 1 { (top[0].1 - top[1].1) as f64 } else { f64::INFINITY };
+        s.steps.push(StepToken {
+            id,
+            logprob: lp(row[id as usize]),
+            top2_margin: margin,
+            top: top.iter().take(s.top_logprobs).map(|&(t, l)| (t, lp(l))).collect(),
+        });
+        let tk = self.tokenizer();
+        let eog = tk.is_eog(id);
+        if eog && !s.ignore_eos {
+            s.finish = Some(FinishReason::Eos);
+            return Ok(());
+        }
+        if s.text.push(&tk.token_to_piece(id, false)) {
+            s.finish = Some(FinishReason::Stop);
+        } else if s.steps.len() >= s.max_tokens || s.session.len() >= s.session.capacity() {
+            s.finish = Some(FinishReason::Length);
+        } else {
+            s.next = Some(id);
+        }
+        Ok(())
+    }
+}
+
+/// The row's max and `ln Σ exp(l - max)` in f64; `None` when not finite.
+fn log_sum_exp(row: &[f32]) -> Option<(f64, f64)> {
+    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+    let s: f64 = row.iter().map(|&l| (l as f64 - max).exp()).sum();
+    (max.is_finite() && s.is_finite()).then(|| (max, s.ln()))
+}
+
+/// The `n` largest logits, best first (ties: lower id first).
+fn top_n(row: &[f32], n: usize) -> Vec<(u32, f32)> {
+    let mut best: Vec<(u32, f32)> = Vec::with_capacity(n + 1);
+    for (i, &l) in row.iter().enumerate() {
+        if best.len() == n && best.last().is_some_and(|b| l <= b.1) {
+            continue;
+        }
+        let at = best.partition_point(|b| b.1 >= l);
+        best.insert(at, (i as u32, l));
+        best.truncate(n);
+    }
+    best
+}
