@@ -38,16 +38,22 @@ pub fn char_to_byte(c: char) -> Option<u8> {
     None
 }
 
-/// Decodes a byte-level token text to the bytes it stands for; characters outside the mapping are
-/// kept as their UTF-8.
+/// Decodes a byte-level token text to the bytes it stands for. A character outside the map
+/// becomes llama.cpp's marker: `[UNK_BYTE_0x` and the character's UTF-8 bytes in hex, then the
+/// whole token text and `]`.
 pub fn decode(text: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(text.len());
     for c in text.chars() {
         match char_to_byte(c) {
             Some(b) => out.push(b),
             None => {
+                out.extend_from_slice(b"[UNK_BYTE_0x");
                 let mut buf = [0u8; 4];
-                out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+                for b in c.encode_utf8(&mut buf).bytes() {
+                    out.extend_from_slice(format!("{b:02x}").as_bytes());
+                }
+                out.extend_from_slice(text.as_bytes());
+                out.push(b']');
             }
         }
     }
@@ -68,5 +74,6 @@ mod tests {
             assert_eq!(char_to_byte(m[b as usize]), Some(b));
         }
         assert_eq!(decode("\u{120}hi\u{10A}"), b" hi\n");
+        assert_eq!(decode("a\u{4e00}"), "a[UNK_BYTE_0xe4b880a\u{4e00}]".as_bytes());
     }
 }

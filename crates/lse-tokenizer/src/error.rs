@@ -8,8 +8,11 @@ pub enum TokenizerError {
     #[error("tokenizer: metadata key '{key}' {reason}")]
     BadKey { key: &'static str, reason: String },
 
-    #[error("tokenizer: unknown tokenizer model '{0}' (supported: llama, gpt2)")]
+    #[error("tokenizer: unknown tokenizer model '{0}' (tokenizer.ggml.model); refusing to guess how to tokenize")]
     UnknownModel(String),
+
+    #[error("tokenizer: tokenizer model '{0}' is known to llama.cpp but not implemented here")]
+    UnsupportedModel(String),
 
     #[error("tokenizer: unknown pre-tokenizer type '{0}' (tokenizer.ggml.pre); refusing to guess how to split text")]
     UnknownPreType(String),

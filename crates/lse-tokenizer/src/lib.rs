@@ -1,15 +1,21 @@
-//! llama.cpp-exact tokenizers (BPE with pre-tokenizers, SentencePiece) built from a GGUF vocabulary.
+//! llama.cpp-exact tokenizers (SentencePiece, BPE with pre-tokenizers, WordPiece, Unigram, RWKV)
+//! built from a GGUF vocabulary.
 //!
 //! [`Tokenizer::from_gguf`] reads the vocabulary the way llama.cpp does (defaults per tokenizer
-//! model and pre-type, then the file's overrides) and refuses a pre-tokenizer type it does not
-//! know rather than guessing. [`Tokenizer::tokenize`] reproduces `llama_tokenize`: special-token
-//! splitting first, then SentencePiece or byte-level BPE per text fragment.
+//! model and pre-type, then the file's overrides) and refuses a tokenizer model or pre-tokenizer
+//! type it does not know rather than guessing. [`Tokenizer::tokenize`] reproduces
+//! `llama_tokenize`: special-token splitting first, then the model's tokenizer per text fragment.
+//! [`Tokenizer::token_to_piece`] and [`Tokenizer::detokenize`] reproduce `llama_token_to_piece`
+//! and `llama_detokenize`.
 
 mod bpe;
 mod bytes;
+mod detokenize;
 mod error;
 mod hash;
+mod piece;
 pub mod pretokenize;
+mod rwkv;
 mod special;
 mod spm;
 pub mod unicode;
@@ -30,8 +36,14 @@ pub struct Tokenizer {
     spm_byte_tokens: [Option<u32>; 256],
     /// SentencePiece: where fragments may be merged in separate segments (see `spm::cut_rule`).
     spm_cut: Option<Vec<Vec<u8>>>,
+    rwkv: Option<rwkv::Rwkv>,
     /// Decoded bytes of every token (see [`Tokenizer::token_bytes`]).
     pieces: Vec<Vec<u8>>,
+}
+
+/// Whether this crate implements a tokenizer model.
+pub(crate) fn model_implemented(kind: ModelKind) -> bool {
+    matches!(kind, ModelKind::Spm | ModelKind::Bpe(_) | ModelKind::Rwkv)
 }
 
 impl Tokenizer {
@@ -40,22 +52,24 @@ impl Tokenizer {
         let (vocab, merges) = Vocab::from_gguf(f)?;
         let bpe = match vocab.kind {
             ModelKind::Bpe(_) => Some(bpe::Bpe::new(&vocab, &merges)),
-            ModelKind::Spm => None,
+            _ => None,
         };
+        let rwkv = (vocab.kind == ModelKind::Rwkv).then(|| rwkv::Rwkv::new(&vocab));
         let spm_byte_tokens = spm::byte_tokens(&vocab);
         let spm_cut = if vocab.kind == ModelKind::Spm {
             spm::cut_rule(&vocab)
         } else {
             None
         };
-        let pieces = (0..vocab.n_tokens())
-            .map(|id| decode_piece(&vocab, id))
+        let pieces = (0..vocab.n_tokens() as u32)
+            .map(|id| piece::render(&vocab, id))
             .collect();
         Ok(Tokenizer {
             vocab,
             bpe,
             spm_byte_tokens,
             spm_cut,
+            rwkv,
             pieces,
         })
     }
@@ -121,6 +135,16 @@ impl Tokenizer {
                     }
                 }
             }
+            ModelKind::Rwkv => {
+                let rwkv = self.rwkv.as_ref().expect("RWKV trie");
+                for frag in fragments {
+                    match frag {
+                        Fragment::Text(a, b) => rwkv.tokenize(v, &text.as_bytes()[a..b], &mut out),
+                        Fragment::Token(id) => out.push(id),
+                    }
+                }
+            }
+            ModelKind::Wpm | ModelKind::Ugm => unreachable!("refused at load"),
         }
         if add_special && v.add_eos {
             out.extend(v.eos);
@@ -151,9 +175,63 @@ impl Tokenizer {
         self.vocab.eos
     }
 
-    /// The bytes a token stands for: byte-level BPE characters and SentencePiece `▁`/`<0xXX>`
-    /// tokens decoded; CONTROL, USER_DEFINED and UNKNOWN tokens as their text; unused or
-    /// undefined tokens as nothing. Ids out of range give an empty slice.
+    /// End of turn (from the file, else found by its text, e.g. `<|eot_id|>`, `<|im_end|>`).
+    pub fn eot_id(&self) -> Option<u32> {
+        self.vocab.eot
+    }
+
+    /// End of message (`<|eom_id|>`).
+    pub fn eom_id(&self) -> Option<u32> {
+        self.vocab.eom
+    }
+
+    pub fn pad_id(&self) -> Option<u32> {
+        self.vocab.pad
+    }
+
+    pub fn sep_id(&self) -> Option<u32> {
+        self.vocab.sep
+    }
+
+    pub fn unk_id(&self) -> Option<u32> {
+        self.vocab.unk
+    }
+
+    /// Whether tokenizing with `add_special` puts SEP last (WordPiece and some BPE vocabularies).
+    pub fn add_sep(&self) -> bool {
+        self.vocab.add_sep
+    }
+
+    /// The tokens that end generation (llama.cpp's EOG set: EOS, EOT, EOM, FIM pad/repo/separator
+    /// and the end-of-turn texts it knows), ascending.
+    pub fn eog_ids(&self) -> &[u32] {
+        &self.vocab.eog
+    }
+
+    /// Whether `id` ends generation.
+    pub fn is_eog(&self, id: u32) -> bool {
+        self.vocab.eog.binary_search(&id).is_ok()
+    }
+
+    /// `llama_token_to_piece(id, lstrip = 0, special)`: the bytes a token renders as. With
+    /// `special` false, CONTROL and UNKNOWN tokens render as nothing. A piece may be part of a
+    /// UTF-8 character. Ids out of range give nothing.
+    pub fn token_to_piece(&self, id: u32, special: bool) -> Vec<u8> {
+        detokenize::piece_of(&self.vocab, &self.pieces, id, special).to_vec()
+    }
+
+    /// `llama_detokenize(ids, remove_special, unparse_special)`: the pieces joined, the space
+    /// prefix of SentencePiece-style vocabularies removed from the first one, BOS/EOS the
+    /// vocabulary adds dropped when `remove_special`, CONTROL/UNKNOWN tokens rendered only when
+    /// `unparse_special`, then llama.cpp's space clean-up for vocabularies that use it.
+    pub fn detokenize(&self, ids: &[u32], remove_special: bool, unparse_special: bool) -> Vec<u8> {
+        detokenize::detokenize(&self.vocab, &self.pieces, ids, remove_special, unparse_special)
+    }
+
+    /// The bytes a token stands for, as `token_to_piece(id, special = true)` renders it, without
+    /// a copy: byte-level BPE characters and SentencePiece `▁`/`<0xXX>` tokens decoded; CONTROL,
+    /// USER_DEFINED and UNKNOWN tokens as their text; unused or undefined tokens as nothing. Ids
+    /// out of range give an empty slice.
     pub fn token_bytes(&self, id: u32) -> &[u8] {
         self.pieces
             .get(id as usize)
@@ -171,31 +249,11 @@ impl Tokenizer {
         self.vocab.attrs.get(id as usize).copied().unwrap_or(0)
     }
 
-    /// The pre-tokenizer of a BPE vocabulary (None for SentencePiece).
+    /// The pre-tokenizer of a BPE vocabulary (None for other models).
     pub fn pre_tokenizer(&self) -> Option<pretokenize::PreTokenizer> {
         match self.vocab.kind {
             ModelKind::Bpe(p) => Some(p),
-            ModelKind::Spm => None,
+            _ => None,
         }
     }
-}
-
-/// What `llama_token_to_piece(id, special = true)` writes for a token.
-fn decode_piece(v: &Vocab, id: usize) -> Vec<u8> {
-    let a = v.attrs[id];
-    let text = &v.texts[id];
-    if a & (attr::UNKNOWN | attr::CONTROL | attr::USER_DEFINED) != 0 {
-        return text.as_bytes().to_vec();
-    }
-    if a & attr::NORMAL != 0 {
-        return match v.kind {
-            ModelKind::Spm => text.replace('\u{2581}', " ").into_bytes(),
-            ModelKind::Bpe(_) => bytes::decode(text),
-        };
-    }
-    if a & attr::BYTE != 0 {
-        let hex = text.get(3..5).and_then(|h| u8::from_str_radix(h, 16).ok());
-        return hex.map(|b| vec![b]).unwrap_or_default();
-    }
-    Vec::new()
 }

@@ -11,8 +11,9 @@ use crate::unicode::Codepoints;
 
 pub use llama3::Variant as Llama3Variant;
 
-/// The splitting rules of one family of pre-tokenizer types.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The splitting rules of one family of pre-tokenizer types (llama.cpp's `LLAMA_VOCAB_PRE_TYPE_*`;
+/// types whose rules are the same expressions share a variant).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum PreTokenizer {
     /// GPT-2: `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)`.
     Gpt2,
@@ -26,12 +27,49 @@ pub enum PreTokenizer {
     DigitsThenGpt2,
     /// llama.cpp's fallback rules for a BPE vocabulary with pre-type `default`.
     Default,
+    /// Jais 2: Llama 3 with whitespace runs cut in powers of two.
+    Jais2,
+    DeepseekLlm,
+    DeepseekCoder,
+    /// DeepSeek V3, Hunyuan dense, JoyAI, HY v4.
+    Deepseek3,
+    Spark25,
+    Youtu,
+    Falcon,
+    /// BLOOM, Poro, GPT-3 Finnish.
+    Bloom,
+    Viking,
+    Tekken,
+    Chameleon,
+    /// GPT-4o, Llama 4, MiniMax M2.
+    Gpt4o,
+    GraniteEmbMulti,
+    TinyAya,
+    KimiK2,
+    SuperBpe,
+    BailingMoe,
+    SeedCoder,
+    Ufakzeka,
+    Afmoe,
+    Laguna,
+    ExaoneMoe,
+    MiniCpm5,
+    /// Gemma 4, Sarvam: runs of newlines and runs of everything else.
+    Newlines,
+    /// `\S+` (the `whitespace` tokenizer model).
+    Whitespace,
 }
 
 /// A half-open range of codepoint indices.
 pub(crate) type Span = (usize, usize);
 
 impl PreTokenizer {
+    /// Whether this crate has the splitting rules.
+    pub fn implemented(self) -> bool {
+        use PreTokenizer::*;
+        matches!(self, Gpt2 | Llama3 | Qwen2 | Qwen35 | DigitsThenGpt2 | Default)
+    }
+
     /// Splits `text` into words; returns their byte ranges, in order, covering the whole text.
     pub fn split(self, text: &str) -> Vec<(usize, usize)> {
         let cp = Codepoints::new(text);
@@ -49,6 +87,7 @@ impl PreTokenizer {
                 gpt2::split(&cp, &s)
             }
             PreTokenizer::Default => default::split(&cp, &whole),
+            _ => whole,
         };
         spans
             .into_iter()

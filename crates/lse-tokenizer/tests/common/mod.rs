@@ -98,3 +98,24 @@ pub fn check_golden(ids: &[u32], g: &serde_json::Value) -> Result<(), String> {
         Err(problems.join("; "))
     }
 }
+
+/// A llama.cpp suite: the `.inp` texts (separated by `__ggml_vocab_test__` lines) and the `.out`
+/// ids, one line each.
+pub fn read_suite(vocab: &Path) -> Vec<(String, Vec<u32>)> {
+    let inp = std::fs::read_to_string(format!("{}.inp", vocab.display())).expect("suite inputs");
+    let out = std::fs::read_to_string(format!("{}.out", vocab.display())).expect("suite outputs");
+    let mut inputs: Vec<&str> = inp.split("\n__ggml_vocab_test__\n").collect();
+    if inputs.last() == Some(&"") {
+        inputs.pop();
+    }
+    let expected: Vec<Vec<u32>> = out
+        .lines()
+        .map(|l| l.split_whitespace().map(|x| x.parse().unwrap()).collect())
+        .collect();
+    assert!(expected.len() >= inputs.len(), "{}: outputs missing", vocab.display());
+    inputs
+        .into_iter()
+        .map(str::to_string)
+        .zip(expected)
+        .collect()
+}
