@@ -3,15 +3,17 @@
 //! * [`dequantize_row`] decodes any supported weight row to f32.
 //! * [`matmul`] computes `y[m][n] = Σ_k x[m][k]·W[n][k]` with activations converted once per call
 //!   to the weight's dot type exactly as llama.cpp's CPU backend does (Q8_0 for Q4_0/Q5_0/Q8_0,
-//!   Q8_1 for Q4_1/Q5_1, Q8_K for the k-quants, f16 for F16, bf16 for BF16, f32 for F32).
+//!   IQ4_NL, MXFP4, NVFP4, Q1_0, Q2_0; Q8_1 for Q4_1/Q5_1; Q8_K for the k-quants, the other
+//!   i-quants and TQ1_0/TQ2_0; f16 for F16, bf16 for BF16, f32 for F32).
 //! * [`Dialect::Scalar`] runs the reference kernels (ggml's generic integer math and float order);
 //!   [`Dialect::Simd`] the best SIMD level of this CPU (AVX-512 VNNI, AVX2, NEON), tested
 //!   against the scalar kernels.
 //! * [`ThreadPool`] is the long-lived pool every parallel kernel runs on.
 //!
-//! Supported weight types: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K,
-//! Q6_K ([`supports`]). Callers check `supports` when binding weights; the kernels themselves
-//! assert their length contracts.
+//! Supported weight types: those with a descriptor in [`quant::FORMATS`] (F32, F16, BF16, the
+//! legacy quants, the k-quants, the i-quants, TQ1_0, TQ2_0, MXFP4, NVFP4, Q1_0, Q2_0;
+//! [`supports`]). Callers check `supports` when binding weights; the kernels themselves assert
+//! their length contracts.
 
 pub mod act;
 pub mod attention;

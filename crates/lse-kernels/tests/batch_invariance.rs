@@ -16,7 +16,7 @@ fn matmul_rows_do_not_depend_on_row_count() {
     let pools = [ThreadPool::new(1), ThreadPool::new(2)];
     let mut rng = Rng::new(5);
     for t in types() {
-        let (n, k) = (301usize, if t.block_size() == 256 { 512 } else { 320 });
+        let (n, k) = (301usize, if t.block_size() >= 128 { 512 } else { 320 });
         let w = random_weights(&mut rng, t, n, k);
         let m_all = 67;
         let x = random_acts(&mut rng, m_all, k);

@@ -8,7 +8,7 @@ use lse_kernels::quant::{dot_type, quantize_activation, scalar_dot_fn};
 use lse_kernels::{device_arch, matmul, Dialect, GgmlType, ThreadPool};
 
 fn k_for(t: GgmlType) -> usize {
-    if t.block_size() == 256 {
+    if t.block_size() >= 128 {
         768
     } else {
         320

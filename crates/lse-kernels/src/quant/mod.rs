@@ -7,6 +7,21 @@
 #![allow(clippy::needless_range_loop)] // block math reads clearer with explicit indices
 
 pub mod float;
+pub mod iq1_m;
+pub mod iq1_s;
+pub mod iq2_s;
+pub mod iq2_xs;
+pub mod iq2_xxs;
+pub mod iq3_s;
+pub mod iq3_xxs;
+pub mod iq4_nl;
+pub mod iq4_xs;
+pub mod iq_common;
+pub mod iq_grids;
+pub mod mxfp4;
+pub mod nvfp4;
+pub mod q1_0;
+pub mod q2_0;
 pub mod q2_k;
 pub mod q3_k;
 pub mod q4_0;
@@ -19,6 +34,8 @@ pub mod q6_k;
 pub mod q8_0;
 pub mod q8_1;
 pub mod q8_k;
+pub mod tq1_0;
+pub mod tq2_0;
 
 use lse_gguf::GgmlType;
 
@@ -136,6 +153,21 @@ pub const FORMATS: &[&Format] = &[
     &q4_k::FORMAT,
     &q5_k::FORMAT,
     &q6_k::FORMAT,
+    &iq2_xxs::FORMAT,
+    &iq2_xs::FORMAT,
+    &iq3_xxs::FORMAT,
+    &iq1_s::FORMAT,
+    &iq4_nl::FORMAT,
+    &iq3_s::FORMAT,
+    &iq2_s::FORMAT,
+    &iq4_xs::FORMAT,
+    &iq1_m::FORMAT,
+    &tq1_0::FORMAT,
+    &tq2_0::FORMAT,
+    &mxfp4::FORMAT,
+    &nvfp4::FORMAT,
+    &q1_0::FORMAT,
+    &q2_0::FORMAT,
 ];
 
 /// The descriptor of weight type `t`, or `None` when `t` has no kernels here.

@@ -90,15 +90,18 @@ fn simd_row_kernels_match_scalar() {
             };
             let dt = quant::dot_type(t).unwrap();
             let scalar = quant::scalar_dot_fn(t).unwrap();
-            let ks: &[usize] = if t.block_size() == 256 {
-                &[256, 1024, 2816]
-            } else if t.block_size() == 32 {
-                &[32, 96, 224, 576, 640, 896, 2048]
+            let ks: Vec<usize> = if t.block_size() == 256 {
+                vec![256, 1024, 2816]
+            } else if t.block_size() > 1 {
+                [32, 64, 96, 128, 224, 576, 640, 896, 2048]
+                    .into_iter()
+                    .filter(|k| k % t.block_size() == 0)
+                    .collect()
             } else {
-                &[1, 7, 8, 23, 64, 200, 1000]
+                vec![1, 7, 8, 23, 64, 200, 1000]
             };
             let mut worst = 0f64;
-            for &k in ks {
+            for &k in &ks {
                 let w = random_row(&mut rng, t, k);
                 let mut wd = vec![0f32; k];
                 quant::dequantize_fn(t).unwrap()(&w, &mut wd);
