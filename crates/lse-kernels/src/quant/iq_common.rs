@@ -9,6 +9,17 @@ pub fn ksigns(i: u32) -> u8 {
     i | (((i.count_ones() & 1) as u8) << 7)
 }
 
+/// [`ksigns`] of every index, for lookups in the SIMD kernels.
+pub static KSIGNS: [u8; 128] = {
+    let mut t = [0u8; 128];
+    let mut i = 0;
+    while i < 128 {
+        t[i] = i as u8 | (((i as u32).count_ones() as u8 & 1) << 7);
+        i += 1;
+    }
+    t
+};
+
 /// ±1 for element `j` (0..8) of a sign byte: −1 where bit j is set.
 #[inline(always)]
 pub fn sign(signs: u8, j: usize) -> i32 {
@@ -64,6 +75,7 @@ mod tests {
         assert_eq!(super::ksigns(127), 0xff);
         for i in 0..128 {
             assert_eq!(super::ksigns(i).count_ones() % 2, 0);
+            assert_eq!(super::KSIGNS[i as usize], super::ksigns(i));
         }
     }
 }

@@ -116,13 +116,16 @@ unsafe fn hsum_i32(v: __m256i) -> i32 {
 }
 
 mod block32;
+mod exact;
 mod float;
 mod kquant;
+mod lut4;
 mod quantize;
 
 pub(crate) use block32::*;
 pub(crate) use float::*;
 pub(crate) use kquant::*;
+pub(crate) use lut4::*;
 pub(crate) use quantize::*;
 
 // ---------------------------------------------------------------- entry points
@@ -150,6 +153,9 @@ macro_rules! kernel_list {
             Q4_K => q4_k_body, 256, 144, 292, true, Ggml;
             Q5_K => q5_k_body, 256, 176, 292, true, Ggml;
             Q6_K => q6_k_body, 256, 210, 292, true, Ggml;
+            IQ4_NL => iq4_nl_body, 32, 18, 40, false, Split32;
+            MXFP4 => mxfp4_body, 32, 17, 40, false, Split32;
+            IQ4_XS => iq4_xs_body, 256, 136, 292, false, Ggml;
         }
     };
 }

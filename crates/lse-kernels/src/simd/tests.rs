@@ -11,6 +11,26 @@ use crate::fp::{f16_to_f32, f32_to_f16, rd_f32};
 use crate::quant::{self, DotType};
 use lse_gguf::GgmlType;
 
+/// Types whose SIMD kernels sum in the scalar order (exact integer (sub-)block sums, then the
+/// scalar's f32 steps): their results must be bit-identical to the scalar dot.
+const EXACT: &[GgmlType] = &[
+    GgmlType::IQ4_NL,
+    GgmlType::IQ4_XS,
+    GgmlType::MXFP4,
+    GgmlType::NVFP4,
+    GgmlType::IQ2_XXS,
+    GgmlType::IQ2_XS,
+    GgmlType::IQ2_S,
+    GgmlType::IQ3_XXS,
+    GgmlType::IQ3_S,
+    GgmlType::IQ1_S,
+    GgmlType::IQ1_M,
+    GgmlType::TQ1_0,
+    GgmlType::TQ2_0,
+    GgmlType::Q1_0,
+    GgmlType::Q2_0,
+];
+
 fn types() -> Vec<GgmlType> {
     quant::FORMATS.iter().map(|f| f.ty).collect()
 }
@@ -140,6 +160,9 @@ fn simd_row_kernels_match_scalar() {
                             .map(|(a, b)| (*a as f64 * *b as f64).abs())
                             .sum();
                         let bound = 4.0 * (terms + 16) as f64 * f32::EPSILON as f64 * mag + 1e-30;
+                        if EXACT.contains(&t) {
+                            assert_eq!(out[j].to_bits(), (want as f32).to_bits(), "{lv:?} {} k={k} nx={nx} row {j}: simd {} scalar {want} (must be bit-identical)", t.name(), out[j]);
+                        }
                         let err = (out[j] as f64 - want).abs();
                         assert!(err <= bound, "{lv:?} {} k={k} nx={nx} row {j}: simd {} scalar {want} (bound {bound:e})", t.name(), out[j]);
                         worst = worst.max(err / bound);

@@ -1,0 +1,140 @@
+//! AVX2 bodies of the 4-bit codebook formats: IQ4_NL and MXFP4 (32-element blocks against Q8_0
+//! activations in `ActLayout::Split32`) and IQ4_XS (against Q8_K). The nibbles index the
+//! codebook with one `vpshufb`; signed products via `|w|`·`sign(x, w)`. Exact: the integer
+//! (sub-)block sums are reduced 8 at a time and then scaled and added in the scalar order.
+
+use super::exact::*;
+use super::*;
+use crate::quant::iq_common::{KVALUES_IQ4NL, KVALUES_MXFP4};
+use crate::quant::{iq4_xs, mxfp4};
+
+/// A 32-element block whose 16 nibble bytes index a 16-entry codebook.
+pub(crate) trait Lut32 {
+    const WB: usize;
+    /// Byte offset of the nibbles.
+    const QO: usize;
+    const LUT: &'static [i8; 16];
+    /// The block scale as f32.
+    unsafe fn d(wb: *const u8) -> f32;
+}
+
+pub(crate) struct Iq4Nl;
+impl Lut32 for Iq4Nl {
+    const WB: usize = 18;
+    const QO: usize = 2;
+    const LUT: &'static [i8; 16] = &KVALUES_IQ4NL;
+    #[inline(always)]
+    unsafe fn d(wb: *const u8) -> f32 {
+        h2f(wb)
+    }
+}
+
+pub(crate) struct Mxfp4;
+impl Lut32 for Mxfp4 {
+    const WB: usize = 17;
+    const QO: usize = 1;
+    const LUT: &'static [i8; 16] = &KVALUES_MXFP4;
+    #[inline(always)]
+    unsafe fn d(wb: *const u8) -> f32 {
+        mxfp4::e8m0_half(*wb)
+    }
+}
+
+#[inline(always)]
+unsafe fn lut(l: &[i8; 16]) -> __m256i {
+    _mm256_broadcastsi128_si256(_mm_loadu_si128(l.as_ptr() as *const __m128i))
+}
+
+#[inline(always)]
+unsafe fn lut32_body<L: Lut32, O: Ops, const NX: usize>(
+    k: usize,
+    w: *const u8,
+    x: *const u8,
+    xs: usize,
+    out: &mut [f32; MR],
+) {
+    let nb = k / 32;
+    let table = lut(L::LUT);
+    let mut sumf = [0f32; NX];
+    let mut b0 = 0;
+    while b0 < nb {
+        let n = (nb - b0).min(8);
+        let mut wv = [_mm256_setzero_si256(); 8];
+        let mut dw = [0f32; 8];
+        for i in 0..n {
+            let wb = w.add(L::WB * (b0 + i));
+            wv[i] = _mm256_shuffle_epi8(table, nibbles(wb.add(L::QO)));
+            dw[i] = L::d(wb);
+        }
+        let dw = _mm256_loadu_ps(dw.as_ptr());
+        for j in 0..NX {
+            let xq = x.add(j * xs);
+            let mut s = [_mm256_setzero_si256(); 8];
+            for i in 0..n {
+                s[i] = dot_ss::<O>(s[i], wv[i], ld(xq.add(32 * (b0 + i))));
+            }
+            let dy = load_f32_first(xq.add(k + 4 * b0), n);
+            let p = _mm256_mul_ps(_mm256_mul_ps(dy, dw), _mm256_cvtepi32_ps(reduce8(&s)));
+            sumf[j] = chain(sumf[j], p, n);
+        }
+        b0 += n;
+    }
+    out[..NX].copy_from_slice(&sumf);
+}
+
+#[inline(always)]
+pub(crate) unsafe fn iq4_nl_body<O: Ops, const NX: usize>(
+    k: usize,
+    w: *const u8,
+    x: *const u8,
+    xs: usize,
+    out: &mut [f32; MR],
+) {
+    lut32_body::<Iq4Nl, O, NX>(k, w, x, xs, out)
+}
+
+#[inline(always)]
+pub(crate) unsafe fn mxfp4_body<O: Ops, const NX: usize>(
+    k: usize,
+    w: *const u8,
+    x: *const u8,
+    xs: usize,
+    out: &mut [f32; MR],
+) {
+    lut32_body::<Mxfp4, O, NX>(k, w, x, xs, out)
+}
+
+#[inline(always)]
+pub(crate) unsafe fn iq4_xs_body<O: Ops, const NX: usize>(
+    k: usize,
+    w: *const u8,
+    x: *const u8,
+    xs: usize,
+    out: &mut [f32; MR],
+) {
+    let table = lut(&KVALUES_IQ4NL);
+    let mut sumf = [0f32; NX];
+    for b in 0..k / 256 {
+        let wb = w.add(iq4_xs::BLOCK_BYTES * b);
+        let blk = core::slice::from_raw_parts(wb, iq4_xs::BLOCK_BYTES);
+        let mut wv = [_mm256_setzero_si256(); 8];
+        let mut ls = [0f32; 8];
+        for ib in 0..8 {
+            wv[ib] = _mm256_shuffle_epi8(table, nibbles(wb.add(iq4_xs::QS + 16 * ib)));
+            ls[ib] = iq4_xs::scale(blk, ib) as f32;
+        }
+        let ls = _mm256_loadu_ps(ls.as_ptr());
+        let dw = h2f(wb);
+        for j in 0..NX {
+            let xq = x.add(j * xs + 292 * b);
+            let mut s = [_mm256_setzero_si256(); 8];
+            for ib in 0..8 {
+                s[ib] = dot_ss::<O>(s[ib], wv[ib], ld(xq.add(4 + 32 * ib)));
+            }
+            let dl = _mm256_mul_ps(_mm256_set1_ps(dw * rdf32(xq)), ls);
+            let p = _mm256_mul_ps(dl, _mm256_cvtepi32_ps(reduce8(&s)));
+            sumf[j] = chain(sumf[j], p, 8);
+        }
+    }
+    out[..NX].copy_from_slice(&sumf);
+}
