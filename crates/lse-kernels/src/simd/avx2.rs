@@ -118,12 +118,14 @@ unsafe fn hsum_i32(v: __m256i) -> i32 {
 mod block32;
 mod exact;
 mod float;
+mod grid;
 mod kquant;
 mod lut4;
 mod quantize;
 
 pub(crate) use block32::*;
 pub(crate) use float::*;
+pub(crate) use grid::*;
 pub(crate) use kquant::*;
 pub(crate) use lut4::*;
 pub(crate) use quantize::*;
@@ -156,6 +158,13 @@ macro_rules! kernel_list {
             IQ4_NL => iq4_nl_body, 32, 18, 40, false, Split32;
             MXFP4 => mxfp4_body, 32, 17, 40, false, Split32;
             IQ4_XS => iq4_xs_body, 256, 136, 292, false, Ggml;
+            IQ2_XXS => iq2_xxs_body, 256, 66, 292, false, Ggml;
+            IQ2_XS => iq2_xs_body, 256, 74, 292, false, Ggml;
+            IQ2_S => iq2_s_body, 256, 82, 292, false, Ggml;
+            IQ3_XXS => iq3_xxs_body, 256, 98, 292, false, Ggml;
+            IQ3_S => iq3_s_body, 256, 110, 292, false, Ggml;
+            IQ1_S => iq1_s_body, 256, 50, 292, false, Ggml;
+            IQ1_M => iq1_m_body, 256, 56, 292, false, Ggml;
         }
     };
 }
