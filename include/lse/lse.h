@@ -129,6 +129,40 @@ int lse_engine_open(const char *options_json, lse_engine **out, char **err);
 int lse_perplexity(lse_engine *engine, const char *request_json, char **json_out, char **err);
 
 /*
+ * lse_generate - prompt the model and return the generated text.
+ *
+ * engine: a handle from lse_engine_open, not yet closed. Must not be NULL.
+ * request_json: a JSON object; an absent field takes the default (llama.cpp's):
+ *     "prompt"            string (tokenized as a prompt: BOS/EOS as the vocabulary asks, special-
+ *                         token text parsed) or array of token ids (fed as given). Required.
+ *     "max_tokens"        integer >= 0: tokens to generate at most (default 128)
+ *     "temperature"       number >= 0; 0 is greedy (default 0.8)
+ *     "top_k"             integer >= 0; 0 keeps all (default 40)
+ *     "top_p"             number in (0, 1] (default 0.95)
+ *     "min_p"             number in [0, 1] (default 0.05)
+ *     "repeat_penalty"    number > 0; 1 is off (default 1)
+ *     "repeat_last_n"     integer: tokens the penalties look back over, prompt included; 0 off,
+ *                         -1 the whole context (default 64)
+ *     "presence_penalty", "frequency_penalty"   numbers (default 0)
+ *     "seed"              integer >= 0: the same seed gives the same text (default: fresh)
+ *     "stop"              array of strings: stop before the first of them
+ *     "ignore_eos"        boolean: go on past end-of-generation tokens (default false)
+ *     "top_logprobs"      integer 0..20: alternatives reported per step (default 0)
+ *     "add_special"       boolean: add BOS/EOS to a text prompt as the vocabulary asks (default true)
+ *   Unknown fields are refused. Example: {"prompt": "Hello", "max_tokens": 16, "temperature": 0}
+ * json_out: receives {"object": "lse.generation", "prompt_tokens", "ids", "text", "finish_reason"
+ *   ("eos", "stop" or "length"), "logprobs", "top2_margin", ["top_logprobs"], "prompt_seconds",
+ *   "decode_seconds", "decode_tokens_per_second"}, the object `lse-server --generate` prints.
+ *   Free it with lse_string_free. Set to NULL on failure. Must not be NULL.
+ * err: receives the error message on failure; may be NULL.
+ *
+ * Blocks while another call on the same engine is in flight. Returns LSE_OK, LSE_ERR_ARGUMENT
+ * (NULL pointers, bad JSON, an unknown field, an empty prompt, an invalid value), LSE_ERR_RUN
+ * (e.g. a prompt longer than kv_len, a token id outside the vocabulary) or LSE_ERR_INTERNAL.
+ */
+int lse_generate(lse_engine *engine, const char *request_json, char **json_out, char **err);
+
+/*
  * lse_string_free - free a string returned by this library (*json_out, *err).
  * NULL is ignored. Each string must be freed exactly once, and only with this function.
  */

@@ -1,8 +1,9 @@
 //! The C API of LSE (SPEC §7): `include/lse/lse.h` over the shared library `liblse`.
 //!
-//! Four functions, all `extern "C"` and exported unmangled:
+//! Five functions, all `extern "C"` and exported unmangled:
 //! - [`lse_engine_open`]: engine options JSON (SPEC §2 names without dashes) → a loaded engine handle;
 //! - [`lse_perplexity`]: request JSON (SPEC §7 fields) → the SPEC §4 report as JSON text;
+//! - [`lse_generate`]: generation request JSON → the `lse.generation` object as JSON text;
 //! - [`lse_string_free`]: frees every string the library hands out (reports and error messages);
 //! - [`lse_engine_close`]: frees the engine.
 //!
@@ -124,6 +125,37 @@ fn perplexity(handle: &LseEngine, json: &str) -> Result<String, Failure> {
     let report = lse_eval::run_perplexity(&engine, &req, &mut lse_eval::NoProgress).map_err(|e| Failure::run(e.to_string()))?;
     drop(engine);
     serde_json::to_string(&report).map_err(|e| Failure::internal(format!("cannot serialise the report: {e}")))
+}
+
+/// Generates from a prompt. See `lse.h`.
+#[no_mangle]
+pub unsafe extern "C" fn lse_generate(
+    engine: *mut LseEngine,
+    request_json: *const c_char,
+    json_out: *mut *mut c_char,
+    err: *mut *mut c_char,
+) -> c_int {
+    guard(err, || {
+        if json_out.is_null() {
+            return Err(Failure::argument("lse_generate: json_out (char **) is NULL".into()));
+        }
+        // SAFETY: non-NULL, writable (header contract).
+        unsafe { *json_out = std::ptr::null_mut() };
+        if engine.is_null() {
+            return Err(Failure::argument("lse_generate: engine is NULL (open one with lse_engine_open)".into()));
+        }
+        // SAFETY: a handle from lse_engine_open, not yet closed (header contract). Only shared access.
+        let handle = unsafe { &*engine };
+        let json = c_str(request_json, "lse_generate: request_json")?;
+        let req = lse_engine::GenerateRequest::from_json(json).map_err(Failure::argument)?;
+        let engine = handle.engine.lock().unwrap_or_else(|p| p.into_inner());
+        let report = engine.generate(&req).map_err(|e| Failure::run(e.to_string()))?;
+        drop(engine);
+        let text = serde_json::to_string(&report).map_err(|e| Failure::internal(format!("cannot serialise the report: {e}")))?;
+        // SAFETY: as above.
+        unsafe { *json_out = ffi::to_c_string(&text) };
+        Ok(())
+    })
 }
 
 /// Frees a string returned by the library. NULL is ignored. See `lse.h`.

@@ -249,7 +249,7 @@ fn header_matches_the_library_exports() {
         .filter_map(|l| l.split('(').next()?.split([' ', '*']).next_back().map(str::to_string))
         .collect();
     declared.sort();
-    assert_eq!(declared, ["lse_engine_close", "lse_engine_open", "lse_perplexity", "lse_string_free"]);
+    assert_eq!(declared, ["lse_engine_close", "lse_engine_open", "lse_generate", "lse_perplexity", "lse_string_free"]);
     assert_eq!(exported, declared, "functions exported by {} vs declared in lse.h", lib.display());
 }
 
@@ -293,6 +293,33 @@ fn example_scores_like_the_cli() {
     let report: Value = serde_json::from_slice(&o.stdout).expect("the example prints the report");
     // both keep every engine option at its default
     assert_same_report(&report, &cli_report(&model, &text, ctx, chunks, &[]));
+}
+
+#[test]
+fn c_generate_refuses_bad_requests_and_matches_the_cli() {
+    let Some(model) = smollm2() else { return };
+    let _g = heavy();
+    let program = compile(&repo().join("crates/lse-capi/tests/c/test_generate.c"), "test_generate");
+    let out = tmp().join("generation.json");
+    let _ = std::fs::remove_file(&out);
+    let options = serde_json::json!({"model": model, "threads": 2});
+    let req = serde_json::json!({"prompt": "The capital of France is", "max_tokens": 12, "temperature": 0});
+    let o = c_command(program).arg(options.to_string()).arg(req.to_string()).arg(&out).output().unwrap();
+    assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).contains("PASSED"), "{}", show(&o));
+    let c: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let o = Command::new(cli())
+        .arg("--model")
+        .arg(&model)
+        .args(["--generate", "The capital of France is", "-n", "12", "--temp", "0", "--threads", "2"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "lse-server --generate failed: {}", show(&o));
+    let cli: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(c["object"], "lse.generation");
+    for key in ["prompt_tokens", "ids", "text", "finish_reason", "logprobs", "top2_margin"] {
+        assert_eq!(c[key], cli[key], "{key}");
+    }
+    assert_eq!(c["ids"].as_array().unwrap().len(), 12);
 }
 
 fn valgrind() -> Option<PathBuf> {

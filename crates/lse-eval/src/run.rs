@@ -222,6 +222,12 @@ pub fn run_prepared<S: Scorer>(scorer: &S, req: &PerplexityRequest, pre: Preflig
         }
     };
     let scored_total: usize = windows.iter().map(|w| w.scored()).sum();
+    if scored_total == 0 {
+        return Err(EvalError::InvalidOption(match method {
+            Method::Pairs => "no response token to score: every record's response is empty".into(),
+            _ => format!("--perplexity-ctx {ctx} scores no token (a window scores only its second half): use a ctx of at least 3"),
+        }));
+    }
     let tokens_total: usize = windows.iter().map(|w| if w.scored() > 0 { w.len() } else { 0 }).sum();
     let run = RunIdentity {
         token_ids_sha256: sha.clone(),
@@ -269,14 +275,26 @@ pub fn run_prepared<S: Scorer>(scorer: &S, req: &PerplexityRequest, pre: Preflig
         tokens_total,
         elapsed_seconds: t0.elapsed().as_secs_f64(),
     });
-    for w in &windows {
+    let per_pass = scorer.windows_per_pass(ctx).max(1);
+    let mut prefilled: std::collections::VecDeque<S::Rows> = Default::default();
+    for (wi, w) in windows.iter().enumerate() {
         let tw = Instant::now();
         let positions: Vec<usize> = w.positions().collect();
         let mut wsum = 0.0;
         if !positions.is_empty() {
-            let input = w.input(&tokens, bos);
-            let rows = scorer.prefill(&input, &positions)?;
-            prefill_tokens += input.len();
+            if prefilled.is_empty() {
+                // this window and the next scored ones that share its pass
+                let group: Vec<(Vec<u32>, Vec<usize>)> = windows[wi..]
+                    .iter()
+                    .filter(|g| g.scored() > 0)
+                    .take(per_pass)
+                    .map(|g| (g.input(&tokens, bos), g.positions().collect()))
+                    .collect();
+                let views: Vec<(&[u32], &[usize])> = group.iter().map(|(i, p)| (&i[..], &p[..])).collect();
+                prefilled.extend(scorer.prefill_windows(&views)?);
+                prefill_tokens += group.iter().map(|(i, _)| i.len()).sum::<usize>();
+            }
+            let rows = prefilled.pop_front().ok_or_else(|| EvalError::Engine("prefill returned fewer windows than asked".into()))?;
             for (bi, block) in positions.chunks(head_rows).enumerate() {
                 let r0 = bi * head_rows;
                 let range = r0..r0 + block.len();

@@ -49,6 +49,14 @@ pub trait Scorer {
     fn model_json(&self) -> serde_json::Value;
     /// A fresh session over `input`; hidden rows at `positions` (ascending).
     fn prefill(&self, input: &[u32], positions: &[usize]) -> Result<Self::Rows>;
+    /// How many windows of `ctx` tokens share one pass (llama.cpp's perplexity: batch / ctx).
+    fn windows_per_pass(&self, _ctx: usize) -> usize {
+        1
+    }
+    /// Fresh sessions over several windows run together; one result per window, in order.
+    fn prefill_windows(&self, windows: &[(&[u32], &[usize])]) -> Result<Vec<Self::Rows>> {
+        windows.iter().map(|(input, positions)| self.prefill(input, positions)).collect()
+    }
     /// LM head over rows `range` of `rows`, one reduction per row (`requests.len() == range.len()`).
     fn head_reduce(&self, rows: &Self::Rows, range: Range<usize>, requests: &[RowRequest]) -> Result<Vec<Reduction>>;
     /// LM head over rows `range`, full logits (`range.len() x n_vocab`). Only for llama.cpp bases.
@@ -108,6 +116,12 @@ mod engine_impl {
         }
         fn prefill(&self, input: &[u32], positions: &[usize]) -> Result<HiddenRows> {
             Engine::prefill(self, input, positions).map_err(eng)
+        }
+        fn windows_per_pass(&self, ctx: usize) -> usize {
+            (self.options().batch_size / ctx.max(1)).max(1)
+        }
+        fn prefill_windows(&self, windows: &[(&[u32], &[usize])]) -> Result<Vec<HiddenRows>> {
+            Engine::prefill_windows(self, windows).map_err(eng)
         }
         fn head_reduce(&self, rows: &HiddenRows, range: Range<usize>, requests: &[RowRequest]) -> Result<Vec<Reduction>> {
             let block = slice(rows, range);
