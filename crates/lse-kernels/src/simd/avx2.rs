@@ -122,6 +122,7 @@ mod grid;
 mod kquant;
 mod lut4;
 mod quantize;
+mod ternary;
 
 pub(crate) use block32::*;
 pub(crate) use float::*;
@@ -129,6 +130,7 @@ pub(crate) use grid::*;
 pub(crate) use kquant::*;
 pub(crate) use lut4::*;
 pub(crate) use quantize::*;
+pub(crate) use ternary::*;
 
 // ---------------------------------------------------------------- entry points
 
@@ -165,6 +167,8 @@ macro_rules! kernel_list {
             IQ3_S => iq3_s_body, 256, 110, 292, false, Ggml;
             IQ1_S => iq1_s_body, 256, 50, 292, false, Ggml;
             IQ1_M => iq1_m_body, 256, 56, 292, false, Ggml;
+            TQ1_0 => tq1_0_body, 256, 54, 292, false, Ggml;
+            TQ2_0 => tq2_0_body, 256, 66, 292, false, Ggml;
         }
     };
 }
