@@ -1,6 +1,8 @@
-//! Byte-level BPE over pre-tokenized words, as llama.cpp's BPE session does it: each byte of a
-//! word starts as the symbol of its GPT-2 character, and the adjacent pair with the lowest merge
-//! rank (ties: leftmost) is merged until no ranked pair remains.
+//! BPE over pre-tokenized words, as llama.cpp's BPE session does it: each byte of a word starts as
+//! the symbol of its GPT-2 character (byte-level vocabularies) or each UTF-8 character as itself
+//! (raw vocabularies such as Gemma 4's), and the adjacent pair with the lowest merge rank (ties:
+//! leftmost) is merged until no ranked pair remains. A final symbol that is no token falls back
+//! to byte tokens.
 //!
 //! Strings are interned: every token text and every string that appears in a merge gets an id
 //! (token ids first), so a merge lookup is a hash of two integers.
@@ -23,10 +25,16 @@ pub struct Bpe {
     /// character is a one-byte token (ASCII), as llama.cpp's byte-by-byte fallback finds.
     byte_fallback: [Option<u32>; 256],
     n_tokens: u32,
+    /// Symbols are UTF-8 characters of the raw word, and the fallback is `<0xXX>` tokens.
+    raw: bool,
+    /// Raw mode: interned ids of the characters seen in token texts and merges.
+    extra: FastMap<Vec<u8>, u32>,
+    /// Words made only of newlines are looked up whole first (Gemma 4).
+    newline_words: bool,
 }
 
 impl Bpe {
-    pub fn new(vocab: &Vocab, merges: &[String]) -> Bpe {
+    pub fn new(vocab: &Vocab, merges: &[String], raw: bool, newline_words: bool) -> Bpe {
         let n_tokens = vocab.n_tokens() as u32;
         let mut extra: FastMap<Vec<u8>, u32> = FastMap::default();
         let intern = |s: &[u8], extra: &mut FastMap<Vec<u8>, u32>| -> u32 {
@@ -74,7 +82,12 @@ impl Bpe {
         let map = byte_to_char();
         let mut byte_sym = [NONE; 256];
         let mut byte_fallback = [None; 256];
-        for b in 0..=255usize {
+        if raw {
+            for b in 0..=255usize {
+                byte_fallback[b] = vocab.lookup(format!("<0x{b:02X}>").as_bytes());
+            }
+        }
+        for b in (0..=255usize).filter(|_| !raw) {
             let mut tmp = [0u8; 4];
             let s = map[b].encode_utf8(&mut tmp).as_bytes();
             byte_sym[b] = vocab
@@ -90,6 +103,9 @@ impl Bpe {
             byte_sym,
             byte_fallback,
             n_tokens,
+            raw,
+            extra: if raw { extra } else { FastMap::default() },
+            newline_words,
         }
     }
 
@@ -122,15 +138,20 @@ impl Bpe {
         if word.is_empty() {
             return;
         }
-        if vocab.ignore_merges {
-            let map = byte_to_char();
-            let enc = &mut scratch.encoded;
-            enc.clear();
-            for &b in word {
-                let mut tmp = [0u8; 4];
-                enc.extend_from_slice(map[b as usize].encode_utf8(&mut tmp).as_bytes());
-            }
-            if let Some(id) = vocab.lookup(enc) {
+        if vocab.ignore_merges || (self.newline_words && word.iter().all(|&b| b == b'\n')) {
+            let whole = if self.raw {
+                vocab.lookup(word)
+            } else {
+                let map = byte_to_char();
+                let enc = &mut scratch.encoded;
+                enc.clear();
+                for &b in word {
+                    let mut tmp = [0u8; 4];
+                    enc.extend_from_slice(map[b as usize].encode_utf8(&mut tmp).as_bytes());
+                }
+                vocab.lookup(enc)
+            };
+            if let Some(id) = whole {
                 out.push(id);
                 return;
             }
@@ -138,18 +159,38 @@ impl Bpe {
         let syms = &mut scratch.symbols;
         syms.clear();
         let n = word.len();
-        for (i, &b) in word.iter().enumerate() {
-            syms.push(Sym {
-                id: self.byte_sym[b as usize],
-                start: i as u32,
-                len: 1,
-                prev: i as i32 - 1,
-                next: if i + 1 == n { -1 } else { i as i32 + 1 },
-            });
+        if self.raw {
+            let mut i = 0;
+            while i < n {
+                let len = crate::spm::utf8_len(word[i]).min(n - i);
+                let text = &word[i..i + len];
+                let k = syms.len() as i32;
+                syms.push(Sym {
+                    id: vocab
+                        .lookup(text)
+                        .or_else(|| self.extra.get(text).copied())
+                        .unwrap_or(NONE),
+                    start: i as u32,
+                    len: len as u32,
+                    prev: k - 1,
+                    next: if i + len == n { -1 } else { k + 1 },
+                });
+                i += len;
+            }
+        } else {
+            for (i, &b) in word.iter().enumerate() {
+                syms.push(Sym {
+                    id: self.byte_sym[b as usize],
+                    start: i as u32,
+                    len: 1,
+                    prev: i as i32 - 1,
+                    next: if i + 1 == n { -1 } else { i as i32 + 1 },
+                });
+            }
         }
         let heap = &mut scratch.heap;
         heap.clear();
-        for i in 1..n {
+        for i in 1..syms.len() {
             self.push_pair(syms, heap, i as i32 - 1, i as i32);
         }
         while let Some(p) = heap.pop() {

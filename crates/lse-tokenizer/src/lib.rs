@@ -9,6 +9,7 @@
 //! and `llama_detokenize`.
 
 mod bpe;
+mod bpe_text;
 mod bytes;
 mod detokenize;
 mod error;
@@ -51,7 +52,12 @@ impl Tokenizer {
     pub fn from_gguf(f: &GgufFile) -> Result<Tokenizer, TokenizerError> {
         let (vocab, merges) = Vocab::from_gguf(f)?;
         let bpe = match vocab.kind {
-            ModelKind::Bpe(_) => Some(bpe::Bpe::new(&vocab, &merges)),
+            ModelKind::Bpe(pre) => Some(bpe::Bpe::new(
+                &vocab,
+                &merges,
+                !pre.byte_encoded(),
+                vocab.newline_words,
+            )),
             _ => None,
         };
         let rwkv = (vocab.kind == ModelKind::Rwkv).then(|| rwkv::Rwkv::new(&vocab));
@@ -122,13 +128,15 @@ impl Tokenizer {
                     match frag {
                         Fragment::Text(a, b) => {
                             let piece = &text[a..b];
-                            for (s, e) in pre.split(piece) {
-                                bpe.tokenize_word(
-                                    v,
-                                    &piece.as_bytes()[s..e],
-                                    &mut out,
-                                    &mut scratch,
-                                );
+                            if v.whitespace_model {
+                                for seg in bpe_text::whitespace_segments(piece, v.lowercase) {
+                                    bpe_text::tokenize(bpe, v, pre, &seg, &mut out, &mut scratch);
+                                }
+                            } else if v.escape_whitespaces {
+                                let escaped = piece.replace(' ', "\u{2581}");
+                                bpe_text::tokenize(bpe, v, pre, &escaped, &mut out, &mut scratch);
+                            } else {
+                                bpe_text::tokenize(bpe, v, pre, piece, &mut out, &mut scratch);
                             }
                         }
                         Fragment::Token(id) => out.push(id),

@@ -1,11 +1,18 @@
 //! Pre-tokenizers: split a text into the words BPE merges inside, exactly as llama.cpp's
-//! `unicode_regex_split` does for each `tokenizer.ggml.pre` family. Each family is a hand-written
-//! matcher with the same leftmost-first semantics as the regular expressions it stands for.
+//! `unicode_regex_split` does for each `tokenizer.ggml.pre` family. Each family is the list of
+//! expressions llama.cpp applies in turn (`rules/`); an expression llama.cpp runs through a
+//! hand-written splitter runs through the same one here (GPT-2, Llama 3, Qwen2, Qwen 3.5, Kimi K2,
+//! digit groups, newlines), every other one through a `std::regex`-compatible matcher (`regex/`).
 
-mod default;
-mod digits;
+mod digit_groups;
 mod gpt2;
+mod kimi;
 mod llama3;
+mod newlines;
+mod regex;
+mod rules;
+
+use std::sync::OnceLock;
 
 use crate::unicode::Codepoints;
 
@@ -63,32 +70,132 @@ pub enum PreTokenizer {
 /// A half-open range of codepoint indices.
 pub(crate) type Span = (usize, usize);
 
+/// Number of [`PreTokenizer`] variants.
+const N_FAMILIES: usize = 31;
+
+/// A splitter llama.cpp writes by hand for one exact expression.
+type Custom = fn(&Codepoints, &[Span]) -> Vec<Span>;
+
+fn custom(expr: &str) -> Option<Custom> {
+    Some(if expr == rules::gpt2::EXPRESSIONS[0] {
+        gpt2::split
+    } else if expr == rules::llama3::EXPRESSIONS[0] || expr == LLAMA3_ORIGINAL {
+        |cp, s| llama3::split(cp, s, llama3::Variant::Llama3)
+    } else if expr == rules::qwen2::EXPRESSIONS[0] {
+        |cp, s| llama3::split(cp, s, llama3::Variant::Qwen2)
+    } else if expr == rules::qwen35::EXPRESSIONS[0] {
+        |cp, s| llama3::split(cp, s, llama3::Variant::Qwen35)
+    } else if expr == rules::kimi_k2::EXPRESSIONS[0] {
+        kimi::split
+    } else if expr == rules::afmoe::EXPRESSIONS[0] || expr == rules::tiny_aya::EXPRESSIONS[0] {
+        digit_groups::split
+    } else if expr == rules::newlines::EXPRESSIONS[0] {
+        newlines::split
+    } else {
+        return None;
+    })
+}
+
+/// Llama 3's expression as written in tokenizer.json (llama.cpp maps it to the same splitter).
+const LLAMA3_ORIGINAL: &str = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+/// One step of a family's split.
+enum Step {
+    Custom(Custom),
+    Regex(regex::Regex),
+    /// An expression the matcher cannot read (a bug; covered by a test): no split.
+    Broken,
+}
+
 impl PreTokenizer {
-    /// Whether this crate has the splitting rules.
+    /// Whether this crate has the splitting rules (all of llama.cpp's families).
     pub fn implemented(self) -> bool {
+        true
+    }
+
+    /// Whether words are mapped to GPT-2 byte characters before merging (false for the
+    /// SentencePiece-style BPE of Gemma 4 and Sarvam, and for the `whitespace` tokenizer).
+    pub fn byte_encoded(self) -> bool {
+        !matches!(self, PreTokenizer::Newlines | PreTokenizer::Whitespace)
+    }
+
+    /// The expressions llama.cpp applies, in order.
+    pub fn expressions(self) -> &'static [&'static str] {
         use PreTokenizer::*;
-        matches!(self, Gpt2 | Llama3 | Qwen2 | Qwen35 | DigitsThenGpt2 | Default)
+        match self {
+            Gpt2 => rules::gpt2::EXPRESSIONS,
+            Llama3 => rules::llama3::EXPRESSIONS,
+            Qwen2 => rules::qwen2::EXPRESSIONS,
+            Qwen35 => rules::qwen35::EXPRESSIONS,
+            DigitsThenGpt2 => rules::starcoder::EXPRESSIONS,
+            Default => rules::default::EXPRESSIONS,
+            Jais2 => rules::jais2::EXPRESSIONS,
+            DeepseekLlm => rules::deepseek_llm::EXPRESSIONS,
+            DeepseekCoder => rules::deepseek_coder::EXPRESSIONS,
+            Deepseek3 => rules::deepseek3::EXPRESSIONS,
+            Spark25 => rules::spark25::EXPRESSIONS,
+            Youtu => rules::youtu::EXPRESSIONS,
+            Falcon => rules::falcon::EXPRESSIONS,
+            Bloom => rules::bloom::EXPRESSIONS,
+            Viking => rules::viking::EXPRESSIONS,
+            Tekken => rules::tekken::EXPRESSIONS,
+            Chameleon => rules::chameleon::EXPRESSIONS,
+            Gpt4o => rules::gpt4o::EXPRESSIONS,
+            GraniteEmbMulti => rules::granite_emb_multi::EXPRESSIONS,
+            TinyAya => rules::tiny_aya::EXPRESSIONS,
+            KimiK2 => rules::kimi_k2::EXPRESSIONS,
+            SuperBpe => rules::superbpe::EXPRESSIONS,
+            BailingMoe => rules::bailingmoe::EXPRESSIONS,
+            SeedCoder => rules::seed_coder::EXPRESSIONS,
+            Ufakzeka => rules::ufakzeka::EXPRESSIONS,
+            Afmoe => rules::afmoe::EXPRESSIONS,
+            Laguna => rules::laguna::EXPRESSIONS,
+            ExaoneMoe => rules::exaone_moe::EXPRESSIONS,
+            MiniCpm5 => rules::minicpm5::EXPRESSIONS,
+            Newlines => rules::newlines::EXPRESSIONS,
+            Whitespace => rules::whitespace::EXPRESSIONS,
+        }
+    }
+
+    /// The compiled steps, built once per family.
+    fn steps(self) -> &'static [Step] {
+        static STEPS: [OnceLock<Vec<Step>>; N_FAMILIES] = [const { OnceLock::new() }; N_FAMILIES];
+        STEPS[self as usize].get_or_init(|| {
+            self.expressions()
+                .iter()
+                .map(|e| match custom(e) {
+                    Some(f) => Step::Custom(f),
+                    None => regex::Regex::new(e).map(Step::Regex).unwrap_or(Step::Broken),
+                })
+                .collect()
+        })
     }
 
     /// Splits `text` into words; returns their byte ranges, in order, covering the whole text.
+    /// A range may be empty where an expression matches the empty string (llama.cpp keeps those
+    /// as empty words, which produce no tokens).
     pub fn split(self, text: &str) -> Vec<(usize, usize)> {
         let cp = Codepoints::new(text);
         if cp.is_empty() {
             return Vec::new();
         }
-        let whole = vec![(0, cp.len())];
-        let spans = match self {
-            PreTokenizer::Gpt2 => gpt2::split(&cp, &whole),
-            PreTokenizer::Llama3 => llama3::split(&cp, &whole, llama3::Variant::Llama3),
-            PreTokenizer::Qwen2 => llama3::split(&cp, &whole, llama3::Variant::Qwen2),
-            PreTokenizer::Qwen35 => llama3::split(&cp, &whole, llama3::Variant::Qwen35),
-            PreTokenizer::DigitsThenGpt2 => {
-                let s = digits::each_number(&cp, &whole);
-                gpt2::split(&cp, &s)
-            }
-            PreTokenizer::Default => default::split(&cp, &whole),
-            _ => whole,
-        };
+        let mut spans = vec![(0, cp.len())];
+        let mut collapsed: Option<Vec<u32>> = None;
+        let mut wide: Option<Vec<u32>> = None;
+        for step in self.steps() {
+            spans = match step {
+                Step::Custom(f) => f(&cp, &spans),
+                Step::Regex(re) => {
+                    let symbols = if re.collapsed {
+                        collapsed.get_or_insert_with(|| regex::collapsed_symbols(&cp))
+                    } else {
+                        wide.get_or_insert_with(|| regex::wide_symbols(&cp))
+                    };
+                    re.split(symbols, &spans)
+                }
+                Step::Broken => spans,
+            };
+        }
         spans
             .into_iter()
             .map(|(a, b)| (cp.byte_offsets[a], cp.byte_offsets[b]))
@@ -167,38 +274,6 @@ pub(crate) fn whitespace_or_one(w: &Window, pos: usize, n_ws: usize, cut: &mut C
     };
     cut.cut(end);
     end
-}
-
-/// Applies a "regular expression" in the way `std::regex_iterator` walks a span: at each point the
-/// leftmost match is taken (`matcher(pos)` returns its end), the unmatched text before it becomes
-/// a piece of its own, and so does any unmatched tail.
-pub(crate) fn regex_walk(
-    spans: &[Span],
-    matcher: impl Fn(usize, Span) -> Option<usize>,
-) -> Vec<Span> {
-    let mut out = Vec::with_capacity(spans.len());
-    for &span in spans {
-        let (ini, end) = span;
-        let mut gap_start = ini;
-        let mut pos = ini;
-        while pos < end {
-            match matcher(pos, span) {
-                Some(m_end) if m_end > pos => {
-                    if pos > gap_start {
-                        out.push((gap_start, pos));
-                    }
-                    out.push((pos, m_end));
-                    pos = m_end;
-                    gap_start = pos;
-                }
-                _ => pos += 1,
-            }
-        }
-        if end > gap_start {
-            out.push((gap_start, end));
-        }
-    }
-    out
 }
 
 #[cfg(test)]

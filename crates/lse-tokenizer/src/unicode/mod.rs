@@ -1,6 +1,7 @@
 //! Codepoint classes as llama.cpp's pre-tokenizers see them: one category per codepoint (from the
 //! same range data llama.cpp ships) plus a whitespace flag.
 
+mod case_tables;
 mod tables;
 
 use std::sync::OnceLock;
@@ -91,6 +92,86 @@ pub fn ascii_lower(cpt: u32) -> u32 {
         cpt + 32
     } else {
         cpt
+    }
+}
+
+/// Lower-case of a codepoint by llama.cpp's table (`unicode_tolower`); unchanged when it has none.
+pub fn to_lower(cpt: u32) -> u32 {
+    match case_tables::LOWERCASE.binary_search_by_key(&cpt, |p| p.0) {
+        Ok(i) => case_tables::LOWERCASE[i].1,
+        Err(_) => cpt,
+    }
+}
+
+/// The first codepoint of a codepoint's canonical decomposition, as llama.cpp's
+/// `unicode_cpts_normalize_nfd` computes it per codepoint.
+pub fn nfd_first(cpt: u32) -> u32 {
+    let t = case_tables::NFD_RANGES;
+    let i = t.partition_point(|r| r.0 <= cpt);
+    if i > 0 {
+        let r = t[i - 1];
+        if r.0 <= cpt && cpt <= r.1 {
+            return r.2;
+        }
+    }
+    cpt
+}
+
+/// Decodes UTF-8 as llama.cpp does: each invalid sequence becomes U+FFFD and skips one byte.
+pub fn cpts_lossy(bytes: &[u8]) -> Vec<u32> {
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match decode_one(&bytes[i..]) {
+            Some((c, n)) => {
+                out.push(c);
+                i += n;
+            }
+            None => {
+                out.push(0xFFFD);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+/// One codepoint from the start of `b` by llama.cpp's rules (lead byte decides the length; the
+/// continuation bytes must be 10xxxxxx; no check for overlong forms or surrogates).
+fn decode_one(b: &[u8]) -> Option<(u32, usize)> {
+    let c0 = b[0] as u32;
+    let cont = |k: usize| b.get(k).filter(|&&x| x & 0xC0 == 0x80).map(|&x| (x & 0x3F) as u32);
+    if c0 & 0x80 == 0 {
+        Some((c0, 1))
+    } else if c0 & 0x40 == 0 {
+        None
+    } else if c0 & 0x20 == 0 {
+        Some((((c0 & 0x1F) << 6) | cont(1)?, 2))
+    } else if c0 & 0x10 == 0 {
+        Some((((c0 & 0x0F) << 12) | (cont(1)? << 6) | cont(2)?, 3))
+    } else if c0 & 0x08 == 0 {
+        Some((((c0 & 0x07) << 18) | (cont(1)? << 12) | (cont(2)? << 6) | cont(3)?, 4))
+    } else {
+        None
+    }
+}
+
+/// UTF-8 of a codepoint (any value up to U+10FFFF, surrogates included, as llama.cpp writes it).
+pub fn push_utf8(cpt: u32, out: &mut Vec<u8>) {
+    match cpt {
+        0..=0x7F => out.push(cpt as u8),
+        0x80..=0x7FF => out.extend([0xC0 | (cpt >> 6) as u8, 0x80 | (cpt & 0x3F) as u8]),
+        0x800..=0xFFFF => out.extend([
+            0xE0 | (cpt >> 12) as u8,
+            0x80 | ((cpt >> 6) & 0x3F) as u8,
+            0x80 | (cpt & 0x3F) as u8,
+        ]),
+        _ => out.extend([
+            0xF0 | ((cpt >> 18) & 0x07) as u8,
+            0x80 | ((cpt >> 12) & 0x3F) as u8,
+            0x80 | ((cpt >> 6) & 0x3F) as u8,
+            0x80 | (cpt & 0x3F) as u8,
+        ]),
     }
 }
 

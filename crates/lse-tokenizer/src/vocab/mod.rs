@@ -73,6 +73,11 @@ pub struct Vocab {
     pub escape_whitespaces: bool,
     /// BPE: a whole pre-tokenized word that is itself a token is emitted without merging.
     pub ignore_merges: bool,
+    /// BPE: a word made only of newlines is looked up whole first (Gemma 4).
+    pub newline_words: bool,
+    /// BPE (`whitespace` model): the text is cut at whitespace, and lower-cased when `lowercase`,
+    /// before pre-tokenizing.
+    pub whitespace_model: bool,
     /// WordPiece normalizer: lower-case, strip accents.
     pub lowercase: bool,
     pub strip_accents: bool,
@@ -146,7 +151,7 @@ struct Defaults {
     escape_whitespaces: bool,
     ignore_merges: bool,
     lowercase: bool,
-    /// Gemma 4: BOS is added whatever the file says.
+    /// Gemma 4: BOS is added whatever the file says, and newline runs are looked up whole.
     force_bos: bool,
 }
 
@@ -359,6 +364,8 @@ impl Vocab {
             clean_spaces: d.clean_spaces,
             escape_whitespaces: d.escape_whitespaces,
             ignore_merges: d.ignore_merges,
+            newline_words: d.force_bos,
+            whitespace_model: model == "whitespace",
             lowercase,
             strip_accents,
             precompiled_charsmap,

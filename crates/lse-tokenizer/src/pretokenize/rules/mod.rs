@@ -1,0 +1,33 @@
+//! The expressions of each pre-tokenizer family, as llama.cpp lists them.
+
+pub mod afmoe;
+pub mod bailingmoe;
+pub mod bloom;
+pub mod chameleon;
+pub mod deepseek3;
+pub mod deepseek_coder;
+pub mod deepseek_llm;
+pub mod default;
+pub mod exaone_moe;
+pub mod falcon;
+pub mod gpt2;
+pub mod gpt4o;
+pub mod granite_emb_multi;
+pub mod jais2;
+pub mod kimi_k2;
+pub mod laguna;
+pub mod llama3;
+pub mod minicpm5;
+pub mod newlines;
+pub mod qwen2;
+pub mod qwen35;
+pub mod seed_coder;
+pub mod spark25;
+pub mod starcoder;
+pub mod superbpe;
+pub mod tekken;
+pub mod tiny_aya;
+pub mod ufakzeka;
+pub mod viking;
+pub mod whitespace;
+pub mod youtu;

@@ -1,0 +1,5 @@
+//! The `whitespace` tokenizer: runs of non-whitespace.
+
+pub const EXPRESSIONS: &[&str] = &[
+    "\\S+",
+];
