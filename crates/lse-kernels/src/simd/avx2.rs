@@ -120,6 +120,7 @@ mod exact;
 mod float;
 mod grid;
 mod kquant;
+mod lowbit;
 mod lut4;
 mod quantize;
 mod ternary;
@@ -128,6 +129,7 @@ pub(crate) use block32::*;
 pub(crate) use float::*;
 pub(crate) use grid::*;
 pub(crate) use kquant::*;
+pub(crate) use lowbit::*;
 pub(crate) use lut4::*;
 pub(crate) use quantize::*;
 pub(crate) use ternary::*;
@@ -169,6 +171,9 @@ macro_rules! kernel_list {
             IQ1_M => iq1_m_body, 256, 56, 292, false, Ggml;
             TQ1_0 => tq1_0_body, 256, 54, 292, false, Ggml;
             TQ2_0 => tq2_0_body, 256, 66, 292, false, Ggml;
+            NVFP4 => nvfp4_body, 64, 36, 80, false, Split32;
+            Q1_0 => q1_0_body, 128, 18, 160, false, Split32;
+            Q2_0 => q2_0_body, 64, 18, 80, false, Split32;
         }
     };
 }

@@ -138,3 +138,49 @@ pub(crate) unsafe fn iq4_xs_body<O: Ops, const NX: usize>(
     }
     out[..NX].copy_from_slice(&sumf);
 }
+
+/// NVFP4 against Split32 Q8_0 rows: each 32-element activation block meets 16 nibble bytes
+/// (two 16-element sub-blocks); the four sub-block sums of a block are then scaled and added
+/// in the scalar order `sumf += dy·d_s·Σ_s`.
+#[inline(always)]
+pub(crate) unsafe fn nvfp4_body<O: Ops, const NX: usize>(
+    k: usize,
+    w: *const u8,
+    x: *const u8,
+    xs: usize,
+    out: &mut [f32; MR],
+) {
+    let table = lut(&KVALUES_MXFP4);
+    let mut sumf = [0f32; NX];
+    for b in 0..k / 64 {
+        let wb = w.add(36 * b);
+        // [low nibbles 0..16 | high nibbles 0..16] → [sub-block 2h | sub-block 2h + 1]
+        let half = |h: usize| {
+            let v = _mm256_permute4x64_epi64::<0xD8>(nibbles(wb.add(4 + 16 * h)));
+            _mm256_shuffle_epi8(table, v)
+        };
+        let (w0, w1) = (half(0), half(1));
+        let mut ds = [0f32; 4];
+        for (s, d) in ds.iter_mut().enumerate() {
+            *d = crate::quant::nvfp4::ue4m3_half(*wb.add(s));
+        }
+        for j in 0..NX {
+            let xq = x.add(j * xs);
+            let v0 = dot_ss::<O>(_mm256_setzero_si256(), w0, ld(xq.add(64 * b)));
+            let v1 = dot_ss::<O>(_mm256_setzero_si256(), w1, ld(xq.add(64 * b + 32)));
+            let t = _mm256_hadd_epi32(v0, v1);
+            let u = _mm256_hadd_epi32(t, t);
+            let mut s = [0i32; 8];
+            _mm256_storeu_si256(s.as_mut_ptr() as *mut __m256i, u);
+            // lanes: 0 sub-block 0, 1 sub-block 2, 4 sub-block 1, 5 sub-block 3
+            let sub = [s[0], s[4], s[1], s[5]];
+            let dy = [rdf32(xq.add(k + 8 * b)), rdf32(xq.add(k + 8 * b + 4))];
+            let mut acc = sumf[j];
+            for sb in 0..4 {
+                acc += dy[sb / 2] * ds[sb] * sub[sb] as f32;
+            }
+            sumf[j] = acc;
+        }
+    }
+    out[..NX].copy_from_slice(&sumf);
+}
