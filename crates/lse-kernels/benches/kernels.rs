@@ -7,7 +7,7 @@
 //! * matmul m = 512 on the whole pool: GFLOP/s (2·m·n·k per call).
 //!
 //! `LSE_BENCH_THREADS` sets the pool size (default: available parallelism), `LSE_SIMD` caps the
-//! SIMD level, `LSE_BENCH_QUICK=1` shortens the runs.
+//! SIMD level, `LSE_BENCH_QUICK=1` shortens the runs, `LSE_BENCH_TYPES=q4_k,iq4_xs` picks types.
 
 use lse_kernels::quant::{dot_type, quantize_activation};
 use lse_kernels::simd::{self, MR};
@@ -158,8 +158,26 @@ fn main() {
         GgmlType::F16,
         GgmlType::BF16,
         GgmlType::F32,
+        GgmlType::IQ4_NL,
+        GgmlType::IQ4_XS,
+        GgmlType::MXFP4,
+        GgmlType::IQ2_XXS,
+        GgmlType::IQ2_XS,
+        GgmlType::IQ2_S,
+        GgmlType::IQ3_XXS,
+        GgmlType::IQ3_S,
+        GgmlType::IQ1_S,
+        GgmlType::IQ1_M,
+        GgmlType::TQ1_0,
+        GgmlType::TQ2_0,
+        GgmlType::NVFP4,
+        GgmlType::Q1_0,
+        GgmlType::Q2_0,
     ];
-    for t in types {
+    // LSE_BENCH_TYPES=iq4_xs,q4_k limits the run to those types
+    let only = std::env::var("LSE_BENCH_TYPES").ok();
+    let wanted = |t: GgmlType| only.as_deref().is_none_or(|o| o.split(',').any(|n| n == t.name()));
+    for t in types.into_iter().filter(|&t| wanted(t)) {
         let k = 2048;
         let rb = t.row_bytes(k).unwrap();
         let dt = dot_type(t).unwrap();
