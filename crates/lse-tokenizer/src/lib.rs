@@ -19,6 +19,7 @@ pub mod pretokenize;
 mod rwkv;
 mod special;
 mod spm;
+mod wpm;
 pub mod unicode;
 mod vocab;
 
@@ -38,13 +39,14 @@ pub struct Tokenizer {
     /// SentencePiece: where fragments may be merged in separate segments (see `spm::cut_rule`).
     spm_cut: Option<Vec<Vec<u8>>>,
     rwkv: Option<rwkv::Rwkv>,
+    wpm: Option<wpm::Wpm>,
     /// Decoded bytes of every token (see [`Tokenizer::token_bytes`]).
     pieces: Vec<Vec<u8>>,
 }
 
 /// Whether this crate implements a tokenizer model.
 pub(crate) fn model_implemented(kind: ModelKind) -> bool {
-    matches!(kind, ModelKind::Spm | ModelKind::Bpe(_) | ModelKind::Rwkv)
+    matches!(kind, ModelKind::Spm | ModelKind::Bpe(_) | ModelKind::Rwkv | ModelKind::Wpm)
 }
 
 impl Tokenizer {
@@ -61,6 +63,7 @@ impl Tokenizer {
             _ => None,
         };
         let rwkv = (vocab.kind == ModelKind::Rwkv).then(|| rwkv::Rwkv::new(&vocab));
+        let wpm = (vocab.kind == ModelKind::Wpm).then(|| wpm::Wpm::new(&vocab));
         let spm_byte_tokens = spm::byte_tokens(&vocab);
         let spm_cut = if vocab.kind == ModelKind::Spm {
             spm::cut_rule(&vocab)
@@ -76,6 +79,7 @@ impl Tokenizer {
             spm_byte_tokens,
             spm_cut,
             rwkv,
+            wpm,
             pieces,
         })
     }
@@ -88,7 +92,13 @@ impl Tokenizer {
         let v = &self.vocab;
         let fragments = special::partition(v, text, parse_special);
         let mut out = Vec::with_capacity(text.len() / 3 + 2);
-        if add_special && v.add_bos {
+        // WordPiece always frames the text with BOS (CLS) and SEP; RWKV adds nothing
+        let (bos, eos) = match v.kind {
+            ModelKind::Wpm => (true, false),
+            ModelKind::Rwkv => (false, false),
+            _ => (v.add_bos, v.add_eos),
+        };
+        if add_special && bos {
             out.extend(v.bos);
         }
         match v.kind {
@@ -152,10 +162,22 @@ impl Tokenizer {
                     }
                 }
             }
-            ModelKind::Wpm | ModelKind::Ugm => unreachable!("refused at load"),
+            ModelKind::Wpm => {
+                let wpm = self.wpm.as_ref().expect("WordPiece");
+                for frag in fragments {
+                    match frag {
+                        Fragment::Text(a, b) => wpm.tokenize(v, &text[a..b], &mut out),
+                        Fragment::Token(id) => out.push(id),
+                    }
+                }
+            }
+            ModelKind::Ugm => unreachable!("refused at load"),
         }
-        if add_special && v.add_eos {
+        if add_special && eos {
             out.extend(v.eos);
+        }
+        if add_special && v.kind == ModelKind::Wpm {
+            out.extend(v.sep);
         }
         out
     }

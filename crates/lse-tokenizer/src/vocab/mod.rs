@@ -171,7 +171,7 @@ fn defaults(model: &str, pre_name: &str) -> Result<Defaults, TokenizerError> {
         clean_spaces: true,
         escape_whitespaces: false,
         ignore_merges: false,
-        lowercase: false,
+        lowercase: true,
         force_bos: false,
     };
     Ok(match model {
