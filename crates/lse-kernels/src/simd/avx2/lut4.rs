@@ -45,6 +45,47 @@ unsafe fn lut(l: &[i8; 16]) -> __m256i {
     _mm256_broadcastsi128_si256(_mm_loadu_si128(l.as_ptr() as *const __m128i))
 }
 
+/// `n` (≤ 8) blocks from block `b0`: decode once, then per row the 8 block sums in one vector,
+/// scaled by dy·dw and added in block order.
+#[inline(always)]
+unsafe fn lut32_group<L: Lut32, O: Ops, const NX: usize, const N: usize>(
+    table: __m256i,
+    k: usize,
+    w: *const u8,
+    x: *const u8,
+    xs: usize,
+    b0: usize,
+    n: usize,
+    sumf: &mut [f32; NX],
+) {
+    let mut wa = [_mm256_setzero_si256(); 8];
+    let mut ws = [_mm256_setzero_si256(); 8];
+    let mut dw = [0f32; 8];
+    for i in 0..N.min(n) {
+        let wb = w.add(L::WB * (b0 + i));
+        let v = _mm256_shuffle_epi8(table, nibbles(wb.add(L::QO)));
+        ws[i] = v;
+        wa[i] = _mm256_abs_epi8(v);
+        dw[i] = L::d(wb);
+    }
+    let dw = _mm256_loadu_ps(dw.as_ptr());
+    for j in 0..NX {
+        let xq = x.add(j * xs);
+        let mut s = [_mm256_setzero_si256(); 8];
+        for i in 0..N.min(n) {
+            let xv = ld(xq.add(32 * (b0 + i)));
+            s[i] = O::dot_us(s[i], wa[i], _mm256_sign_epi8(xv, ws[i]));
+        }
+        let dy = if N == 8 {
+            _mm256_loadu_ps(xq.add(k + 4 * b0) as *const f32)
+        } else {
+            load_f32_first(xq.add(k + 4 * b0), n)
+        };
+        let p = _mm256_mul_ps(_mm256_mul_ps(dy, dw), _mm256_cvtepi32_ps(reduce8(&s)));
+        sumf[j] = chain(sumf[j], p, N.min(n));
+    }
+}
+
 #[inline(always)]
 unsafe fn lut32_body<L: Lut32, O: Ops, const NX: usize>(
     k: usize,
@@ -57,27 +98,12 @@ unsafe fn lut32_body<L: Lut32, O: Ops, const NX: usize>(
     let table = lut(L::LUT);
     let mut sumf = [0f32; NX];
     let mut b0 = 0;
-    while b0 < nb {
-        let n = (nb - b0).min(8);
-        let mut wv = [_mm256_setzero_si256(); 8];
-        let mut dw = [0f32; 8];
-        for i in 0..n {
-            let wb = w.add(L::WB * (b0 + i));
-            wv[i] = _mm256_shuffle_epi8(table, nibbles(wb.add(L::QO)));
-            dw[i] = L::d(wb);
-        }
-        let dw = _mm256_loadu_ps(dw.as_ptr());
-        for j in 0..NX {
-            let xq = x.add(j * xs);
-            let mut s = [_mm256_setzero_si256(); 8];
-            for i in 0..n {
-                s[i] = dot_ss::<O>(s[i], wv[i], ld(xq.add(32 * (b0 + i))));
-            }
-            let dy = load_f32_first(xq.add(k + 4 * b0), n);
-            let p = _mm256_mul_ps(_mm256_mul_ps(dy, dw), _mm256_cvtepi32_ps(reduce8(&s)));
-            sumf[j] = chain(sumf[j], p, n);
-        }
-        b0 += n;
+    while b0 + 8 <= nb {
+        lut32_group::<L, O, NX, 8>(table, k, w, x, xs, b0, 8, &mut sumf);
+        b0 += 8;
+    }
+    if b0 < nb {
+        lut32_group::<L, O, NX, 7>(table, k, w, x, xs, b0, nb - b0, &mut sumf);
     }
     out[..NX].copy_from_slice(&sumf);
 }
@@ -104,6 +130,26 @@ pub(crate) unsafe fn mxfp4_body<O: Ops, const NX: usize>(
     lut32_body::<Mxfp4, O, NX>(k, w, x, xs, out)
 }
 
+/// The 8 sub-block scales ls − 32 of an IQ4_XS block (low nibbles from `scales_l`, 2 high bits
+/// from `scales_h`), as [`iq4_xs::scale`] computes them.
+#[inline(always)]
+unsafe fn iq4_xs_scales(wb: *const u8) -> __m256i {
+    let sh = (wb.add(2) as *const u16).read_unaligned() as i32;
+    let sl = (wb.add(4) as *const i32).read_unaligned();
+    let lo = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32(sl), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+        _mm256_set1_epi32(15),
+    );
+    let hi = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32(sh), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+        _mm256_set1_epi32(3),
+    );
+    _mm256_sub_epi32(
+        _mm256_or_si256(lo, _mm256_slli_epi32::<4>(hi)),
+        _mm256_set1_epi32(32),
+    )
+}
+
 #[inline(always)]
 pub(crate) unsafe fn iq4_xs_body<O: Ops, const NX: usize>(
     k: usize,
@@ -116,20 +162,20 @@ pub(crate) unsafe fn iq4_xs_body<O: Ops, const NX: usize>(
     let mut sumf = [0f32; NX];
     for b in 0..k / 256 {
         let wb = w.add(iq4_xs::BLOCK_BYTES * b);
-        let blk = core::slice::from_raw_parts(wb, iq4_xs::BLOCK_BYTES);
-        let mut wv = [_mm256_setzero_si256(); 8];
-        let mut ls = [0f32; 8];
+        let mut ws = [_mm256_setzero_si256(); 8];
+        let mut wa = [_mm256_setzero_si256(); 8];
         for ib in 0..8 {
-            wv[ib] = _mm256_shuffle_epi8(table, nibbles(wb.add(iq4_xs::QS + 16 * ib)));
-            ls[ib] = iq4_xs::scale(blk, ib) as f32;
+            ws[ib] = _mm256_shuffle_epi8(table, nibbles(wb.add(iq4_xs::QS + 16 * ib)));
+            wa[ib] = _mm256_abs_epi8(ws[ib]);
         }
-        let ls = _mm256_loadu_ps(ls.as_ptr());
+        let ls = _mm256_cvtepi32_ps(iq4_xs_scales(wb));
         let dw = h2f(wb);
         for j in 0..NX {
             let xq = x.add(j * xs + 292 * b);
             let mut s = [_mm256_setzero_si256(); 8];
             for ib in 0..8 {
-                s[ib] = dot_ss::<O>(s[ib], wv[ib], ld(xq.add(4 + 32 * ib)));
+                let xv = ld(xq.add(4 + 32 * ib));
+                s[ib] = O::dot_us(s[ib], wa[ib], _mm256_sign_epi8(xv, ws[ib]));
             }
             let dl = _mm256_mul_ps(_mm256_set1_ps(dw * rdf32(xq)), ls);
             let p = _mm256_mul_ps(dl, _mm256_cvtepi32_ps(reduce8(&s)));
