@@ -19,20 +19,34 @@ pub const FORMAT: super::Format = super::Format {
 };
 
 /// Half the value of an unsigned E4M3 byte (4 exponent bits, bias 7, 3 mantissa bits; bit 7
-/// ignored; 0 and 0x7F decode to 0), as ggml's `ggml_ue4m3_to_fp32`. Exact in f32.
+/// ignored; the bytes 0 and 0x7F decode to 0, 0xFF does not), as ggml's `ggml_ue4m3_to_fp32`.
+/// Every value is exact in f32.
 #[inline(always)]
 pub fn ue4m3_half(x: u8) -> f32 {
-    if x == 0 || x == 0x7f {
-        return 0.0;
+    UE4M3_HALF[x as usize]
+}
+
+static UE4M3_HALF: [f32; 256] = {
+    let mut t = [0f32; 256];
+    let mut x = 1;
+    while x < 256 {
+        let e = ((x >> 3) & 15) as i32;
+        let m = (x & 7) as f32;
+        // (1 + m/8)·2^(e−7) or m·2^−9 (subnormal), then halved: all powers of two are exact
+        let raw = if e == 0 {
+            m * pow2(-9)
+        } else {
+            (1.0 + m / 8.0) * pow2(e - 7)
+        };
+        t[x] = if x == 0x7f { 0.0 } else { raw * 0.5 };
+        x += 1;
     }
-    let e = ((x >> 3) & 15) as i32;
-    let m = (x & 7) as f32;
-    let raw = if e == 0 {
-        m * (2.0f32).powi(-9)
-    } else {
-        (1.0 + m / 8.0) * (2.0f32).powi(e - 7)
-    };
-    raw * 0.5
+    t
+};
+
+/// 2^e for a normal-range exponent.
+const fn pow2(e: i32) -> f32 {
+    f32::from_bits(((e + 127) as u32) << 23)
 }
 
 /// The code of element `j` (0..16) of sub-block `s`.

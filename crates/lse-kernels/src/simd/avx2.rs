@@ -139,9 +139,10 @@ pub(crate) use ternary::*;
 /// The one list of x86 row kernels, handed to the callback macro `$cb` (with `$args` first).
 /// Per weight type: the generic body (in this module), elements per block, weight bytes per
 /// block, activation bytes per block in the kernel's layout, whether the AVX-512 level takes 8
-/// rows per call (32 vector registers; measured faster for the k-quants and Q4_1/Q5_0/Q5_1,
-/// Q8_0, Q4_0 and the float rows stay at 4), and the activation layout. AVX2 always takes 4
-/// rows per call (16 registers).
+/// rows per call (32 vector registers; measured faster for the k-quants, Q4_1/Q5_0/Q5_1, the
+/// grid i-quants and TQ1_0/TQ2_0; Q8_0, Q4_0, the float rows, the 4-bit codebook formats and
+/// Q1_0/Q2_0 stay at 4), and the activation layout. AVX2 always takes 4 rows per call
+/// (16 registers).
 macro_rules! kernel_list {
     ($cb:ident ! ($($args:tt)*)) => {
         $crate::simd::avx2::$cb! { ($($args)*)
@@ -162,15 +163,15 @@ macro_rules! kernel_list {
             IQ4_NL => iq4_nl_body, 32, 18, 40, false, Split32;
             MXFP4 => mxfp4_body, 32, 17, 40, false, Split32;
             IQ4_XS => iq4_xs_body, 256, 136, 292, false, Ggml;
-            IQ2_XXS => iq2_xxs_body, 256, 66, 292, false, Ggml;
-            IQ2_XS => iq2_xs_body, 256, 74, 292, false, Ggml;
-            IQ2_S => iq2_s_body, 256, 82, 292, false, Ggml;
-            IQ3_XXS => iq3_xxs_body, 256, 98, 292, false, Ggml;
-            IQ3_S => iq3_s_body, 256, 110, 292, false, Ggml;
-            IQ1_S => iq1_s_body, 256, 50, 292, false, Ggml;
-            IQ1_M => iq1_m_body, 256, 56, 292, false, Ggml;
-            TQ1_0 => tq1_0_body, 256, 54, 292, false, Ggml;
-            TQ2_0 => tq2_0_body, 256, 66, 292, false, Ggml;
+            IQ2_XXS => iq2_xxs_body, 256, 66, 292, true, Ggml;
+            IQ2_XS => iq2_xs_body, 256, 74, 292, true, Ggml;
+            IQ2_S => iq2_s_body, 256, 82, 292, true, Ggml;
+            IQ3_XXS => iq3_xxs_body, 256, 98, 292, true, Ggml;
+            IQ3_S => iq3_s_body, 256, 110, 292, true, Ggml;
+            IQ1_S => iq1_s_body, 256, 50, 292, true, Ggml;
+            IQ1_M => iq1_m_body, 256, 56, 292, true, Ggml;
+            TQ1_0 => tq1_0_body, 256, 54, 292, true, Ggml;
+            TQ2_0 => tq2_0_body, 256, 66, 292, true, Ggml;
             NVFP4 => nvfp4_body, 64, 36, 80, false, Split32;
             Q1_0 => q1_0_body, 128, 18, 160, false, Split32;
             Q2_0 => q2_0_body, 64, 18, 80, false, Split32;
