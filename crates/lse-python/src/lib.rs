@@ -180,6 +180,14 @@ impl NativeEngine {
         serde_json::to_string(&report).map_err(|e| PyRuntimeError::new_err(e.to_string()))
     }
 
+    /// Runs a generation request (JSON text, the C API's `lse_generate` object) and returns the
+    /// `lse.generation` object as JSON text. Options are validated by the engine, not here.
+    fn generate_json(&self, py: Python<'_>, request: &str) -> PyResult<String> {
+        let req = lse_engine::GenerateRequest::from_json(request).map_err(PyValueError::new_err)?;
+        let report = py.allow_threads(|| self.serial(|e| e.generate(&req))).map_err(engine_error)?;
+        serde_json::to_string(&report).map_err(|e| PyRuntimeError::new_err(e.to_string()))
+    }
+
     /// Full logits `[T, V]` (float32) for `tokens`, run as one fresh session through the same
     /// prefill a prompt gets; row `i` is the prediction after `tokens[..=i]`.
     fn logits<'py>(

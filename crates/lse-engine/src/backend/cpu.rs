@@ -116,14 +116,14 @@ impl Backend for CpuBackend {
     }
 
     fn glu(&self, a: act::Act, gate: &mut [f32], up: &[f32]) {
-        const ROW: usize = 1024;
-        if !gate.len().is_multiple_of(ROW) || up.len() != gate.len() {
+        if up.len() != gate.len() {
             act::glu(a, gate, up);
             return;
         }
+        // element-wise: any split gives the same values (the kernels are position-independent)
         let d = self.dialect;
-        par_rows(&self.pool, gate, ROW, PAR_CHUNK, &|c, r0| {
-            let u = &up[r0 * ROW..r0 * ROW + c.len()];
+        par_rows(&self.pool, gate, 1, PAR_CHUNK, &|c, r0| {
+            let u = &up[r0..r0 + c.len()];
             match a {
                 // vector exp (about 1 ulp of libm) under the Simd dialect
                 act::Act::Silu => lse_kernels::act::swiglu(d, c, u),

@@ -196,5 +196,26 @@ class Engine:
         req["include_token_ids"] = bool(include_token_ids)
         return json.loads(self._native.perplexity_json(json.dumps(req)))
 
+    def generate(self, prompt, *, max_tokens=None, temperature=None, top_k=None, top_p=None, min_p=None,
+                 repeat_penalty=None, repeat_last_n=None, presence_penalty=None, frequency_penalty=None,
+                 seed=None, stop=None, ignore_eos=None, top_logprobs=None, add_special=None):
+        """Prompts the model with ``prompt`` (a str, tokenized as a prompt with special-token text
+        parsed, or a list of token ids) and returns the ``lse.generation`` dict that
+        ``lse-server --generate`` prints. Options are those of ``lse_generate`` (``None`` =
+        llama.cpp's default); out-of-range values raise ValueError."""
+        if isinstance(prompt, str):
+            req = {"prompt": prompt}
+        else:
+            req = {"prompt": _tokens(prompt)}
+        if isinstance(stop, str):
+            stop = [stop]
+        options = dict(max_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
+                       repeat_penalty=repeat_penalty, repeat_last_n=repeat_last_n,
+                       presence_penalty=presence_penalty, frequency_penalty=frequency_penalty, seed=seed,
+                       stop=None if stop is None else list(stop), ignore_eos=ignore_eos,
+                       top_logprobs=top_logprobs, add_special=add_special)
+        req.update({k: v for k, v in options.items() if v is not None})
+        return json.loads(self._native.generate_json(json.dumps(req)))
+
     def __repr__(self):
         return f"lse.Engine(model={self.model_name!r}, architecture={self.architecture!r}, n_vocab={self.n_vocab})"

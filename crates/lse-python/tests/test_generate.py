@@ -1,0 +1,70 @@
+"""lse.Engine.generate against a real model: the same object as ``lse-server --generate``, seeded
+sampling repeats, stop strings and max tokens end with the right finish_reason, bad options raise."""
+
+import json
+import subprocess
+
+import pytest
+
+import lse
+from test_engine import MODEL, SERVER, THREADS, engine  # noqa: F401  (fixture)
+
+PROMPT = "The capital of France is"
+
+
+def _cli(*args):
+    if not SERVER.is_file():
+        pytest.skip(f"{SERVER} is absent")
+    out = subprocess.run([str(SERVER), "--model", str(MODEL), "--threads", str(THREADS), "--generate", PROMPT, *args],
+                         capture_output=True, check=True)
+    return json.loads(out.stdout)
+
+
+def test_greedy_equals_the_cli(engine):  # noqa: F811
+    r = engine.generate(PROMPT, max_tokens=10, temperature=0)
+    cli = _cli("-n", "10", "--temp", "0")
+    for key in ("prompt_tokens", "ids", "text", "finish_reason", "logprobs", "top2_margin"):
+        assert r[key] == cli[key], key
+    assert r["object"] == "lse.generation" and r["finish_reason"] == "length" and len(r["ids"]) == 10
+
+
+def test_seeded_sampling_repeats_and_seeds_differ(engine):  # noqa: F811
+    a = engine.generate(PROMPT, max_tokens=16, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=42)
+    b = engine.generate(PROMPT, max_tokens=16, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=42)
+    c = engine.generate(PROMPT, max_tokens=16, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=43)
+    assert a["ids"] == b["ids"] and a["text"] == b["text"]
+    assert a["ids"] != c["ids"]
+
+
+def test_stop_string_and_token_prompt(engine):  # noqa: F811
+    greedy = engine.generate(PROMPT, max_tokens=12, temperature=0)
+    text = greedy["text"]
+    # a stop string made of the end of one piece and the start of the next one
+    stop = text[3:7]
+    r = engine.generate(PROMPT, max_tokens=12, temperature=0, stop=[stop])
+    assert r["finish_reason"] == "stop" and r["text"] == text[:text.index(stop)]
+    ids = engine.tokenize(PROMPT, add_special=True, parse_special=True)
+    t = engine.generate(ids, max_tokens=12, temperature=0)
+    assert t["ids"] == greedy["ids"]
+
+
+@pytest.mark.parametrize("options, phrase", [
+    (dict(max_tokens=-1), "max tokens"),
+    (dict(temperature=-1), "temperature"),
+    (dict(top_p=0), "top-p"),
+    (dict(top_p=1.5), "top-p"),
+    (dict(top_k=-1), "top-k"),
+    (dict(top_logprobs=21), "top logprobs"),
+])
+def test_bad_options_raise(engine, options, phrase):  # noqa: F811
+    with pytest.raises(ValueError, match=phrase):
+        engine.generate(PROMPT, **options)
+
+
+def test_bad_prompts_raise(engine):  # noqa: F811
+    with pytest.raises(ValueError, match="empty"):
+        engine.generate("")
+    with pytest.raises(ValueError):
+        engine.generate([1, 10**9])
+    with pytest.raises(ValueError, match="context"):
+        engine.generate([1] * (engine.kv_capacity + 5))
