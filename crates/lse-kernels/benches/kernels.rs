@@ -144,40 +144,11 @@ fn main() {
         }
         println!("{line}");
     }
-    let types = [
-        GgmlType::Q4_K,
-        GgmlType::Q4_1,
-        GgmlType::Q8_0,
-        GgmlType::Q5_0,
-        GgmlType::Q6_K,
-        GgmlType::Q4_0,
-        GgmlType::Q5_1,
-        GgmlType::Q5_K,
-        GgmlType::Q3_K,
-        GgmlType::Q2_K,
-        GgmlType::F16,
-        GgmlType::BF16,
-        GgmlType::F32,
-        GgmlType::IQ4_NL,
-        GgmlType::IQ4_XS,
-        GgmlType::MXFP4,
-        GgmlType::IQ2_XXS,
-        GgmlType::IQ2_XS,
-        GgmlType::IQ2_S,
-        GgmlType::IQ3_XXS,
-        GgmlType::IQ3_S,
-        GgmlType::IQ1_S,
-        GgmlType::IQ1_M,
-        GgmlType::TQ1_0,
-        GgmlType::TQ2_0,
-        GgmlType::NVFP4,
-        GgmlType::Q1_0,
-        GgmlType::Q2_0,
-    ];
+    let types = lse_kernels::quant::FORMATS.iter().map(|f| f.ty);
     // LSE_BENCH_TYPES=iq4_xs,q4_k limits the run to those types
     let only = std::env::var("LSE_BENCH_TYPES").ok();
     let wanted = |t: GgmlType| only.as_deref().is_none_or(|o| o.split(',').any(|n| n == t.name()));
-    for t in types.into_iter().filter(|&t| wanted(t)) {
+    for t in types.filter(|&t| wanted(t)) {
         let k = 2048;
         let rb = t.row_bytes(k).unwrap();
         let dt = dot_type(t).unwrap();

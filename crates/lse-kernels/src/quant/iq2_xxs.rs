@@ -4,9 +4,8 @@
 //! [`ksigns`]) and a 4-bit scale s in bits 28..32.
 //! value = d·(0.5 + s)·0.25·grid·sign. Dot type: Q8_K.
 
-use super::iq_common::{gbyte64, ksigns, sign, sign_f};
+use super::iq_common::{dot_bsum, gbyte64, ksigns, sign, sign_f};
 use super::iq_grids::IQ2XXS_GRID;
-use super::q8_k;
 use crate::fp::rd_f16;
 
 pub const QK: usize = 256;
@@ -64,16 +63,9 @@ pub fn sub_dot(b: &[u8], ib: usize, xq: &[u8]) -> i32 {
 /// Scalar dot with a Q8_K row (ggml generic order: exact integer sum per block with the odd
 /// scales 2s + 1, `sumf += (dx·dy)·bsum`, times 1/8 at the end).
 pub fn dot(w: &[u8], x: &[u8]) -> f32 {
-    let mut sumf = 0.0f32;
-    for (wb, xb) in w.chunks_exact(BLOCK_BYTES).zip(x.chunks_exact(q8_k::BLOCK_BYTES)) {
-        let d = rd_f16(wb, 0) * q8_k::d(xb);
-        let xq = &xb[q8_k::QS..q8_k::QS + 256];
-        let mut bsum = 0i32;
-        for ib in 0..8 {
-            let ls = 2 * (words(wb, ib).1 >> 28) as i32 + 1;
-            bsum += sub_dot(wb, ib, xq) * ls;
-        }
-        sumf += d * bsum as f32;
-    }
-    0.125 * sumf
+    dot_bsum(w, x, BLOCK_BYTES, 0.125, |b, xq| {
+        (0..8)
+            .map(|ib| sub_dot(b, ib, xq) * (2 * (words(b, ib).1 >> 28) as i32 + 1))
+            .sum()
+    })
 }

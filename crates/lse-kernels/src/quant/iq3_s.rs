@@ -4,9 +4,8 @@
 //! element j), 4 scale bytes (sub-block ib in nibble ib%2 of byte ib/2).
 //! value = d·(1 + 2s)·grid·sign. Dot type: Q8_K.
 
-use super::iq_common::{gbyte32, sign, sign_f};
+use super::iq_common::{dot_bsum, gbyte32, sign, sign_f};
 use super::iq_grids::IQ3S_GRID;
-use super::q8_k;
 use crate::fp::rd_f16;
 
 pub const QK: usize = 256;
@@ -66,15 +65,7 @@ pub fn sub_dot(b: &[u8], ib: usize, xq: &[u8]) -> i32 {
 /// Scalar dot with a Q8_K row (ggml generic order: exact integer sum per block with the odd
 /// scales, `sumf += (dx·dy)·bsum`).
 pub fn dot(w: &[u8], x: &[u8]) -> f32 {
-    let mut sumf = 0.0f32;
-    for (wb, xb) in w.chunks_exact(BLOCK_BYTES).zip(x.chunks_exact(q8_k::BLOCK_BYTES)) {
-        let d = rd_f16(wb, 0) * q8_k::d(xb);
-        let xq = &xb[q8_k::QS..q8_k::QS + 256];
-        let mut bsum = 0i32;
-        for ib in 0..8 {
-            bsum += sub_dot(wb, ib, xq) * scale(wb, ib);
-        }
-        sumf += d * bsum as f32;
-    }
-    sumf
+    dot_bsum(w, x, BLOCK_BYTES, 1.0, |b, xq| {
+        (0..8).map(|ib| sub_dot(b, ib, xq) * scale(b, ib)).sum()
+    })
 }

@@ -3,9 +3,8 @@
 //! four 7-bit sign indices (bits 7l..7l+7, each for 8 elements, see [`ksigns`]) and a 4-bit
 //! scale s in bits 28..32. value = d·(0.5 + s)·0.5·grid·sign. Dot type: Q8_K.
 
-use super::iq_common::{gbyte32, ksigns, sign, sign_f};
+use super::iq_common::{dot_bsum, gbyte32, ksigns, sign, sign_f};
 use super::iq_grids::IQ3XXS_GRID;
-use super::q8_k;
 use crate::fp::rd_f16;
 
 pub const QK: usize = 256;
@@ -62,15 +61,9 @@ pub fn sub_dot(b: &[u8], ib: usize, xq: &[u8]) -> i32 {
 /// Scalar dot with a Q8_K row (ggml generic order: exact integer sum per block with the odd
 /// scales 2s + 1, `sumf += (dx·dy)·bsum`, times 1/4 at the end).
 pub fn dot(w: &[u8], x: &[u8]) -> f32 {
-    let mut sumf = 0.0f32;
-    for (wb, xb) in w.chunks_exact(BLOCK_BYTES).zip(x.chunks_exact(q8_k::BLOCK_BYTES)) {
-        let d = rd_f16(wb, 0) * q8_k::d(xb);
-        let xq = &xb[q8_k::QS..q8_k::QS + 256];
-        let mut bsum = 0i32;
-        for ib in 0..8 {
-            bsum += sub_dot(wb, ib, xq) * (2 * (sas(wb, ib) >> 28) as i32 + 1);
-        }
-        sumf += d * bsum as f32;
-    }
-    0.25 * sumf
+    dot_bsum(w, x, BLOCK_BYTES, 0.25, |b, xq| {
+        (0..8)
+            .map(|ib| sub_dot(b, ib, xq) * (2 * (sas(b, ib) >> 28) as i32 + 1))
+            .sum()
+    })
 }

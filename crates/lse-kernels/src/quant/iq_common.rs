@@ -62,6 +62,77 @@ pub const KVALUES_MXFP4: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4,
 /// The offset ±1/8 that IQ1_S / IQ1_M add to every grid value (`IQ1S_DELTA`, `IQ1M_DELTA`).
 pub const IQ1_DELTA: f32 = 0.125;
 
+/// The scalar dot shape the 256-element grid formats share (ggml generic order): per block an
+/// exact integer sum `bsum(weight block, activation quants)`, `sumf += (dw·dx)·bsum` with dw
+/// the f16 at byte 0, and `factor·sumf` at the end.
+#[inline(always)]
+pub fn dot_bsum(
+    w: &[u8],
+    x: &[u8],
+    block_bytes: usize,
+    factor: f32,
+    bsum: impl Fn(&[u8], &[u8]) -> i32,
+) -> f32 {
+    use super::q8_k;
+    let mut sumf = 0.0f32;
+    for (wb, xb) in w.chunks_exact(block_bytes).zip(x.chunks_exact(q8_k::BLOCK_BYTES)) {
+        let d = crate::fp::rd_f16(wb, 0) * q8_k::d(xb);
+        sumf += d * bsum(wb, &xb[q8_k::QS..q8_k::QS + 256]) as f32;
+    }
+    factor * sumf
+}
+
+/// Decodes the 256-element blocks of an IQ2_XS-like format: `code(block, ib, l)` gives the
+/// grid point and sign byte of the 8 elements `32·ib + 8·l ..`, `scale(block, ib, h)` the 4-bit
+/// scale s of half h of sub-block ib; value = d·(0.5 + s)·0.25·grid·sign.
+#[inline(always)]
+pub fn dequantize_iq2(
+    src: &[u8],
+    dst: &mut [f32],
+    block_bytes: usize,
+    code: impl Fn(&[u8], usize, usize) -> (u64, u8),
+    scale: impl Fn(&[u8], usize, usize) -> u32,
+) {
+    for (b, y) in src.chunks_exact(block_bytes).zip(dst.chunks_exact_mut(256)) {
+        let d = crate::fp::rd_f16(b, 0);
+        for ib in 0..8 {
+            for l in 0..4 {
+                let db = d * (0.5 + scale(b, ib, l / 2) as f32) * 0.25;
+                let (grid, signs) = code(b, ib, l);
+                for j in 0..8 {
+                    y[32 * ib + 8 * l + j] = db * gbyte64(grid, j) as f32 * sign_f(signs, j);
+                }
+            }
+        }
+    }
+}
+
+/// The block sum of an IQ2_XS-like format (see [`dequantize_iq2`]): Σ over the 16 halves of
+/// (2s + 1)·Σ grid·sign·q.
+#[inline(always)]
+pub fn bsum_iq2(
+    b: &[u8],
+    xq: &[u8],
+    code: impl Fn(&[u8], usize, usize) -> (u64, u8),
+    scale: impl Fn(&[u8], usize, usize) -> u32,
+) -> i32 {
+    let mut bsum = 0i32;
+    for ib in 0..8 {
+        for h in 0..2 {
+            let mut sumi = 0i32;
+            for l in 2 * h..2 * h + 2 {
+                let (grid, signs) = code(b, ib, l);
+                for j in 0..8 {
+                    let q = xq[32 * ib + 8 * l + j] as i8 as i32;
+                    sumi += gbyte64(grid, j) as i32 * q * sign(signs, j);
+                }
+            }
+            bsum += sumi * (2 * scale(b, ib, h) as i32 + 1);
+        }
+    }
+    bsum
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -18,6 +18,7 @@ pub mod iq4_nl;
 pub mod iq4_xs;
 pub mod iq_common;
 pub mod iq_grids;
+pub mod lowbit;
 pub mod mxfp4;
 pub mod nvfp4;
 pub mod q1_0;

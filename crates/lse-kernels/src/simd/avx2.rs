@@ -81,17 +81,10 @@ unsafe fn nibbles(p: *const u8) -> __m256i {
     _mm256_and_si256(v, _mm256_set1_epi8(0x0f))
 }
 
-/// 32 bits (LE) → 32 bytes, 0xFF where the bit is set.
+/// 32 bits (LE) at `p` → 32 bytes, 0xFF where the bit is set.
 #[inline(always)]
 unsafe fn bits32(p: *const u8) -> __m256i {
-    let q = (p as *const u32).read_unaligned();
-    let v = _mm256_set1_epi32(q as i32);
-    let shuf = _mm256_setr_epi8(
-        0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3,
-        3, 3,
-    );
-    let m = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
-    _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(v, shuf), m), m)
+    exact::mask32((p as *const u32).read_unaligned())
 }
 
 /// i16 scale vector: `a` in the low 8 lanes (elements 0..16 of a 32-group), `b` in the high 8.

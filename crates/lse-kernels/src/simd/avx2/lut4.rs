@@ -45,6 +45,7 @@ unsafe fn lut(l: &[i8; 16]) -> __m256i {
     _mm256_broadcastsi128_si256(_mm_loadu_si128(l.as_ptr() as *const __m128i))
 }
 
+#[allow(clippy::too_many_arguments)]
 /// `n` (≤ 8) blocks from block `b0`: decode once, then per row the 8 block sums in one vector,
 /// scaled by dy·dw and added in block order.
 #[inline(always)]
