@@ -1,0 +1,73 @@
+//! The one error shape every route answers with: `{"error": {"message", "type", "code"}}` and the
+//! HTTP status that fits (OpenAI's envelope, as llama-server sends it).
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
+        ApiError { status, message: message.into() }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, message)
+    }
+
+    pub fn unavailable(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, message)
+    }
+
+    /// OpenAI's error `type` for the status.
+    pub fn kind(&self) -> &'static str {
+        match self.status.as_u16() {
+            400 | 413 | 422 => "invalid_request_error",
+            401 | 403 => "authentication_error",
+            404 | 405 => "not_found_error",
+            503 => "unavailable_error",
+            _ => "server_error",
+        }
+    }
+
+    pub fn body(&self) -> serde_json::Value {
+        serde_json::json!({
+            "error": { "message": self.message, "type": self.kind(), "code": self.status.as_u16() }
+        })
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, Json(self.body())).into_response()
+    }
+}
+
+/// An engine failure: the request's fault (400) or the server's (500).
+pub fn from_engine(e: &lse_engine::EngineError) -> ApiError {
+    use lse_engine::EngineError as E;
+    match e {
+        E::InvalidRequest(_) | E::InvalidToken { .. } | E::WindowTooLong { .. } | E::InvalidOption(_) => ApiError::bad_request(e.to_string()),
+        _ => ApiError::internal(e.to_string()),
+    }
+}
+
+/// A scoring failure: the request's fault (400) or the server's (500).
+pub fn from_eval(e: &lse_eval::EvalError) -> ApiError {
+    use lse_eval::EvalError as E;
+    match e {
+        E::Engine(_) | E::Output(_) => ApiError::internal(e.to_string()),
+        _ => ApiError::bad_request(e.to_string()),
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;

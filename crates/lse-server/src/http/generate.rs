@@ -1,0 +1,73 @@
+//! Running generations for a route: submit one job per prompt, then either wait for all of them
+//! (a JSON answer) or hand the events on as they come (SSE).
+
+use super::errors::{ApiError, ApiResult};
+use super::scheduler::{Event, Job, Scheduler};
+use super::scoring::PromptLogprob;
+use lse_engine::generation::StepToken;
+use lse_engine::{FinishReason, GenerateRequest};
+use tokio::sync::{mpsc, oneshot};
+
+/// One finished generation.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub text: String,
+    pub steps: Vec<StepToken>,
+    pub finish: Option<FinishReason>,
+    pub prompt_tokens: usize,
+    pub completion_tokens: usize,
+}
+
+/// OpenAI's name for a finish reason.
+pub fn finish_name(f: Option<FinishReason>) -> &'static str {
+    match f {
+        Some(FinishReason::Length) | None => "length",
+        Some(FinishReason::Eos) | Some(FinishReason::Stop) => "stop",
+    }
+}
+
+/// Submits the requests (index = position) and returns the stream of their events.
+pub fn start(sched: &Scheduler, reqs: Vec<(usize, GenerateRequest)>) -> ApiResult<mpsc::UnboundedReceiver<Event>> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    for (index, req) in reqs {
+        sched.submit(Job::Generate { index, req, tx: tx.clone() })?;
+    }
+    Ok(rx)
+}
+
+/// Waits for every generation of `rx` (`n` of them, indices `0..n`).
+pub async fn collect(mut rx: mpsc::UnboundedReceiver<Event>, n: usize) -> ApiResult<Vec<Outcome>> {
+    let mut out: Vec<Outcome> = (0..n).map(|_| Outcome::default()).collect();
+    let mut left = n;
+    while left > 0 {
+        match rx.recv().await {
+            Some(Event::Delta { index, text, steps }) => {
+                let o = &mut out[index];
+                o.text.push_str(&text);
+                o.steps.extend(steps);
+            }
+            Some(Event::Done { index, finish, prompt_tokens, completion_tokens }) => {
+                let o = &mut out[index];
+                o.finish = Some(finish);
+                o.prompt_tokens = prompt_tokens;
+                o.completion_tokens = completion_tokens;
+                left -= 1;
+            }
+            Some(Event::Error { index, mut error }) => {
+                if n > 1 {
+                    error.message = format!("prompt {index}: {}", error.message);
+                }
+                return Err(error);
+            }
+            None => return Err(ApiError::internal("the scheduler dropped the request")),
+        }
+    }
+    Ok(out)
+}
+
+/// Prompt log-probs through the scheduler's scoring path.
+pub async fn prompt_logprobs(sched: &Scheduler, ids: Vec<u32>, top_k: usize) -> ApiResult<Vec<PromptLogprob>> {
+    let (tx, rx) = oneshot::channel();
+    sched.submit(Job::PromptLogprobs { ids, top_k, tx })?;
+    rx.await.map_err(|_| ApiError::internal("the scheduler dropped the request"))?
+}

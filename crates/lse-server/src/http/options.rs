@@ -1,0 +1,84 @@
+//! OpenAI (and llama-server) body fields → the engine's `GenerateRequest`. Only syntax is
+//! checked here (types, `n`); ranges are `GenerateRequest::validate`'s job, the one place.
+
+use super::body::{wrong, Fields};
+use super::errors::{ApiError, ApiResult};
+use lse_engine::{GenerateRequest, Prompt};
+
+/// OpenAI's default `max_tokens` for completions.
+pub const DEFAULT_MAX_TOKENS: i64 = 16;
+
+/// The sampling and stopping options of a body; the prompt is left empty for the caller.
+pub fn generate_request(f: &Fields, max_keys: &[&str], default_max: i64) -> ApiResult<GenerateRequest> {
+    let mut r = GenerateRequest { prompt: Prompt::Tokens(Vec::new()), max_tokens: default_max, ..Default::default() };
+    for k in max_keys {
+        if let Some(n) = f.i64(k)? {
+            r.max_tokens = n;
+            break;
+        }
+    }
+    if let Some(n) = f.i64("n")? {
+        if n != 1 {
+            return Err(ApiError::bad_request(format!("\"n\" must be 1 (one choice per prompt), got {n}")));
+        }
+    }
+    let s = &mut r.sampling;
+    if let Some(v) = f.f32("temperature")? {
+        s.temperature = v;
+    }
+    if let Some(v) = f.f32("top_p")? {
+        s.top_p = v;
+    }
+    if let Some(v) = f.i64("top_k")? {
+        s.top_k = v;
+    }
+    if let Some(v) = f.f32("min_p")? {
+        s.min_p = v;
+    }
+    if let Some(v) = f.f32("repeat_penalty")? {
+        s.repeat_penalty = v;
+    }
+    if let Some(v) = f.i64("repeat_last_n")? {
+        s.repeat_last_n = v;
+    }
+    if let Some(v) = f.f32("presence_penalty")? {
+        s.presence_penalty = v;
+    }
+    if let Some(v) = f.f32("frequency_penalty")? {
+        s.frequency_penalty = v;
+    }
+    // llama-server: a negative seed asks for a random one
+    if let Some(v) = f.i64("seed")? {
+        s.seed = (v >= 0).then_some(v as u64);
+    }
+    if let Some(v) = f.bool("ignore_eos")? {
+        r.ignore_eos = v;
+    }
+    r.stop = match f.get("stop") {
+        None => Vec::new(),
+        Some(serde_json::Value::String(s)) => vec![s.clone()],
+        Some(serde_json::Value::Array(a)) => a
+            .iter()
+            .map(|x| x.as_str().map(str::to_string).ok_or_else(|| wrong("stop", "a string or a list of strings")))
+            .collect::<ApiResult<_>>()?,
+        Some(_) => return Err(wrong("stop", "a string or a list of strings")),
+    };
+    Ok(r)
+}
+
+/// `validate()` for a request whose prompt is set, as a 400.
+pub fn validated(r: GenerateRequest) -> ApiResult<GenerateRequest> {
+    r.validate().map_err(ApiError::bad_request)?;
+    Ok(r)
+}
+
+/// `stream` and `stream_options.include_usage`.
+pub fn stream_flags(f: &Fields) -> ApiResult<(bool, bool)> {
+    let stream = f.bool("stream")?.unwrap_or(false);
+    let usage = match f.get("stream_options") {
+        None => false,
+        Some(serde_json::Value::Object(m)) => Fields(m).bool("include_usage")?.unwrap_or(false),
+        Some(_) => return Err(wrong("stream_options", "an object")),
+    };
+    Ok((stream, usage))
+}

@@ -1,0 +1,203 @@
+//! `POST /v1/completions`: one choice per prompt; `echo` + `logprobs` give prompt log-probs
+//! through the scoring path (what lm-eval's `local-completions` asks for log-likelihoods).
+
+use crate::http::body::{Fields, JsonObject};
+use crate::http::errors::{ApiError, ApiResult};
+use crate::http::generate::{self, finish_name, Outcome};
+use crate::http::openai::{now_secs, response_id, usage, usage_of, LogprobsObject};
+use crate::http::options::{generate_request, stream_flags, validated, DEFAULT_MAX_TOKENS};
+use crate::http::prompts::{self, PromptIn};
+use crate::http::scheduler::Event;
+use crate::http::scoring::PromptLogprob;
+use crate::http::sse;
+use crate::http::state::{AppState, Ready};
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use lse_engine::{GenerateRequest, Prompt};
+use serde_json::{json, Value};
+use std::sync::atomic::Ordering::Relaxed;
+
+pub async fn completions(State(app): State<AppState>, JsonObject(body): JsonObject) -> Response {
+    app.metrics.requests.fetch_add(1, Relaxed);
+    match run(&app, &body).await {
+        Ok(r) => r,
+        Err(e) => {
+            app.metrics.requests_failed.fetch_add(1, Relaxed);
+            e.into_response()
+        }
+    }
+}
+
+struct Plan {
+    prompts: Vec<PromptIn>,
+    reqs: Vec<(usize, GenerateRequest)>,
+    echo: bool,
+    logprobs: Option<usize>,
+    max_tokens: i64,
+    model: String,
+}
+
+async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult<Response> {
+    let ready = app.ready()?;
+    let f = Fields(body);
+    let base = generate_request(&f, &["max_tokens", "n_predict"], DEFAULT_MAX_TOKENS)?;
+    let echo = f.bool("echo")?.unwrap_or(false);
+    let logprobs = match f.get("logprobs") {
+        Some(Value::Bool(b)) => b.then_some(1),
+        _ => f.u64("logprobs")?.map(|n| n as usize),
+    };
+    let (stream, include_usage) = stream_flags(&f)?;
+    let prompts = prompts::parse(&ready.engine, f.get("prompt"))?;
+    let max_tokens = base.max_tokens;
+    let mut reqs = Vec::with_capacity(prompts.len());
+    for (i, p) in prompts.iter().enumerate() {
+        let r = GenerateRequest { prompt: Prompt::Tokens(p.ids.clone()), top_logprobs: logprobs.unwrap_or(0), ..base.clone() };
+        let r = validated(r)?;
+        let cap = ready.engine.kv_capacity();
+        if max_tokens > 0 && p.ids.len() >= cap {
+            return Err(ApiError::bad_request(format!(
+                "the prompt has {} tokens; the context holds {cap} (--kv-len), leaving no room to generate",
+                p.ids.len()
+            )));
+        }
+        reqs.push((i, r));
+    }
+    let plan = Plan { prompts, reqs, echo, logprobs, max_tokens, model: app.model_id() };
+    // prompt log-probs first (the scoring path), then the generations
+    let mut prompt_lps: Vec<Vec<PromptLogprob>> = vec![Vec::new(); plan.prompts.len()];
+    if echo && logprobs.is_some() {
+        for (i, p) in plan.prompts.iter().enumerate() {
+            prompt_lps[i] = generate::prompt_logprobs(&ready.scheduler, p.ids.clone(), logprobs.unwrap_or(0)).await?;
+        }
+    }
+    if stream {
+        return stream_response(ready, plan, prompt_lps, include_usage).await;
+    }
+    let outs = if max_tokens > 0 {
+        let rx = generate::start(&ready.scheduler, plan.reqs.clone())?;
+        generate::collect(rx, plan.prompts.len()).await?
+    } else {
+        plan.prompts.iter().map(|p| Outcome { prompt_tokens: p.ids.len(), ..Default::default() }).collect()
+    };
+    let choices: Vec<Value> = outs
+        .iter()
+        .enumerate()
+        .map(|(i, o)| {
+            let p = &plan.prompts[i];
+            let mut text = if plan.echo { p.text.clone() } else { String::new() };
+            let lp = plan.logprobs.map(|_| {
+                let mut l = LogprobsObject::at(0);
+                if plan.echo {
+                    l.prompt(&ready.engine, &p.ids, &prompt_lps[i]);
+                    l = l.with_offset(text.len());
+                }
+                l.steps(&ready.engine, &o.steps);
+                l.json()
+            });
+            text.push_str(&o.text);
+            json!({"text": text, "index": i, "logprobs": lp, "finish_reason": finish_name(o.finish)})
+        })
+        .collect();
+    Ok(Json(json!({
+        "id": response_id("cmpl"),
+        "object": "text_completion",
+        "created": now_secs(),
+        "model": plan.model,
+        "choices": choices,
+        "usage": usage_of(&outs),
+    }))
+    .into_response())
+}
+
+fn chunk(id: &str, model: &str, created: u64, choice: Value) -> Value {
+    json!({"id": id, "object": "text_completion", "created": created, "model": model, "choices": [choice]})
+}
+
+async fn stream_response(ready: &Ready, plan: Plan, prompt_lps: Vec<Vec<PromptLogprob>>, include_usage: bool) -> ApiResult<Response> {
+    let n = plan.prompts.len();
+    let mut rx = if plan.max_tokens > 0 { Some(generate::start(&ready.scheduler, plan.reqs.clone())?) } else { None };
+    // the first event decides the status: an error before any output is an HTTP error
+    let first = match rx.as_mut() {
+        Some(r) => match r.recv().await {
+            Some(Event::Error { error, .. }) => return Err(error),
+            None => return Err(ApiError::internal("the scheduler dropped the request")),
+            Some(ev) => Some(ev),
+        },
+        None => None,
+    };
+    let (resp, out) = sse::channel();
+    let engine = ready.engine.clone();
+    tokio::spawn(async move {
+        let id = response_id("cmpl");
+        let created = now_secs();
+        let m = plan.model.as_str();
+        let mut offsets = vec![0usize; n];
+        let mut prompt_tokens = 0;
+        let mut completion_tokens = 0;
+        if plan.echo {
+            for (i, p) in plan.prompts.iter().enumerate() {
+                let lp = plan.logprobs.map(|_| {
+                    let mut l = LogprobsObject::at(0);
+                    l.prompt(&engine, &p.ids, &prompt_lps[i]);
+                    l.json()
+                });
+                offsets[i] = p.text.len();
+                if !out.json(&chunk(&id, m, created, json!({"text": p.text, "index": i, "logprobs": lp, "finish_reason": null}))).await {
+                    return;
+                }
+            }
+        }
+        let Some(mut rx) = rx else {
+            for (i, p) in plan.prompts.iter().enumerate() {
+                prompt_tokens += p.ids.len();
+                let _ = out.json(&chunk(&id, m, created, json!({"text": "", "index": i, "logprobs": null, "finish_reason": "length"}))).await;
+            }
+            if include_usage {
+                let _ = out.json(&json!({"id": id, "object": "text_completion", "created": created, "model": m, "choices": [], "usage": usage(prompt_tokens, 0)})).await;
+            }
+            out.done().await;
+            return;
+        };
+        let mut left = n;
+        let mut next = first;
+        while left > 0 {
+            let ev = match next.take() {
+                Some(e) => e,
+                None => match rx.recv().await {
+                    Some(e) => e,
+                    None => break,
+                },
+            };
+            let v = match ev {
+                Event::Delta { index, text, steps } => {
+                    let lp = plan.logprobs.map(|_| {
+                        let mut l = LogprobsObject::at(offsets[index]);
+                        l.steps(&engine, &steps);
+                        l.json()
+                    });
+                    offsets[index] += text.len();
+                    chunk(&id, m, created, json!({"text": text, "index": index, "logprobs": lp, "finish_reason": null}))
+                }
+                Event::Done { index, finish, prompt_tokens: p, completion_tokens: c } => {
+                    left -= 1;
+                    prompt_tokens += p;
+                    completion_tokens += c;
+                    chunk(&id, m, created, json!({"text": "", "index": index, "logprobs": null, "finish_reason": finish_name(Some(finish))}))
+                }
+                Event::Error { error, .. } => {
+                    let _ = out.json(&error.body()).await;
+                    break;
+                }
+            };
+            if !out.json(&v).await {
+                return;
+            }
+        }
+        if include_usage {
+            let _ = out.json(&json!({"id": id, "object": "text_completion", "created": created, "model": m, "choices": [], "usage": usage(prompt_tokens, completion_tokens)})).await;
+        }
+        out.done().await;
+    });
+    Ok(resp)
+}

@@ -1,0 +1,59 @@
+//! `GET /health`, `GET /v1/models`, `GET /tokenizer_info`, `GET /metrics`.
+
+use crate::http::errors::ApiResult;
+use crate::http::openai::{now_secs, piece};
+use crate::http::state::AppState;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::Json;
+use serde_json::{json, Value};
+
+/// 503 while the model loads, then 200 `{"status": "ok"}`.
+pub async fn health(State(app): State<AppState>) -> ApiResult<Json<Value>> {
+    app.ready()?;
+    Ok(Json(json!({"status": "ok"})))
+}
+
+pub async fn models(State(app): State<AppState>) -> ApiResult<Json<Value>> {
+    let r = app.ready()?;
+    let e = &r.engine;
+    Ok(Json(json!({
+        "object": "list",
+        "data": [{
+            "id": r.model_id,
+            "object": "model",
+            "created": now_secs(),
+            "owned_by": "lse",
+            "meta": {
+                "n_vocab": e.n_vocab(),
+                "n_ctx": e.kv_capacity(),
+                "n_embd": e.n_embd(),
+                "architecture": e.architecture(),
+                "name": e.model_name(),
+            }
+        }]
+    })))
+}
+
+pub async fn tokenizer_info(State(app): State<AppState>) -> ApiResult<Json<Value>> {
+    let r = app.ready()?;
+    let e = &r.engine;
+    let tk = e.tokenizer();
+    let text = |id: Option<u32>| id.map_or(Value::Null, |t| json!(piece(e, t)));
+    Ok(Json(json!({
+        "eos_token": text(tk.eos_id()),
+        "bos_token": text(tk.bos_id()),
+        "pad_token": text(tk.pad_id()),
+        "eos_token_id": tk.eos_id(),
+        "bos_token_id": tk.bos_id(),
+        "pad_token_id": tk.pad_id(),
+        "add_bos_token": tk.add_bos(),
+        "chat_template": r.chat_template,
+        "n_vocab": e.n_vocab(),
+    })))
+}
+
+pub async fn metrics(State(app): State<AppState>) -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], app.metrics.render())
+}

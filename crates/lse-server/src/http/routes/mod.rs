@@ -1,0 +1,7 @@
+//! The HTTP routes, one file each.
+
+pub mod chat;
+pub mod completions;
+pub mod info;
+pub mod perplexity;
+pub mod tokens;

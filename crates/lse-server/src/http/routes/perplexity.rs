@@ -1,0 +1,33 @@
+//! `POST /v1/perplexity`: the SPEC §7 request object (as the C API and Python take it) → the
+//! SPEC §4 report, scored on the scheduler thread behind the generations in flight.
+
+use crate::http::body::JsonObject;
+use crate::http::errors::{ApiError, ApiResult};
+use crate::http::scheduler::Job;
+use crate::http::state::AppState;
+use axum::extract::State;
+use axum::Json;
+use serde_json::Value;
+use std::sync::atomic::Ordering::Relaxed;
+use tokio::sync::oneshot;
+
+pub async fn perplexity(State(app): State<AppState>, JsonObject(body): JsonObject) -> ApiResult<Json<Value>> {
+    app.metrics.requests.fetch_add(1, Relaxed);
+    let r = run(&app, body).await;
+    if r.is_err() {
+        app.metrics.requests_failed.fetch_add(1, Relaxed);
+    }
+    r
+}
+
+async fn run(app: &AppState, body: serde_json::Map<String, Value>) -> ApiResult<Json<Value>> {
+    let ready = app.ready()?;
+    if body.get("kld_base_out").is_some_and(|v| !v.is_null()) {
+        return Err(ApiError::bad_request("\"kld_base_out\" writes a file on the server and is not served over HTTP; use the CLI or the library"));
+    }
+    let req = lse_eval::PerplexityRequest::from_json(&Value::Object(body)).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let (tx, rx) = oneshot::channel();
+    ready.scheduler.submit(Job::Perplexity { req, tx })?;
+    let report = rx.await.map_err(|_| ApiError::internal("the scheduler dropped the request"))??;
+    Ok(Json(report))
+}

@@ -1,0 +1,41 @@
+//! `POST /tokenize` and `POST /detokenize` (llama-server's fields, as lm-eval's remote
+//! tokenizer uses them).
+
+use crate::http::body::{token_ids, Fields, JsonObject};
+use crate::http::errors::{ApiError, ApiResult};
+use crate::http::state::AppState;
+use axum::extract::State;
+use axum::Json;
+use serde_json::{json, Value};
+
+/// `{"content"|"prompt": text, "add_special"|"add_special_tokens": bool (default false),
+/// "parse_special": bool (default true)}` → `{"tokens": [...]}`.
+pub async fn tokenize(State(app): State<AppState>, JsonObject(body): JsonObject) -> ApiResult<Json<Value>> {
+    let r = app.ready()?;
+    let f = Fields(&body);
+    let text = match f.str("content")? {
+        Some(t) => t,
+        None => f.str("prompt")?.ok_or_else(|| ApiError::bad_request("\"content\" (or \"prompt\") is required"))?,
+    };
+    let add_special = match f.bool("add_special")? {
+        Some(b) => b,
+        None => f.bool("add_special_tokens")?.unwrap_or(false),
+    };
+    let parse_special = f.bool("parse_special")?.unwrap_or(true);
+    let ids = r.engine.tokenizer().tokenize(text, add_special, parse_special);
+    Ok(Json(json!({ "tokens": ids })))
+}
+
+/// `{"tokens": [...]}` → `{"prompt": text, "content": text}`.
+pub async fn detokenize(State(app): State<AppState>, JsonObject(body): JsonObject) -> ApiResult<Json<Value>> {
+    let r = app.ready()?;
+    let f = Fields(&body);
+    let v = f.get("tokens").ok_or_else(|| ApiError::bad_request("\"tokens\" is required"))?;
+    let ids = token_ids("tokens", v)?;
+    let n = r.engine.n_vocab();
+    if let Some((i, &id)) = ids.iter().enumerate().find(|(_, &t)| t as usize >= n) {
+        return Err(ApiError::bad_request(format!("token id {id} at index {i} is outside the vocabulary of {n}")));
+    }
+    let text = String::from_utf8_lossy(&r.engine.tokenizer().detokenize(&ids, false, true)).into_owned();
+    Ok(Json(json!({ "prompt": text, "content": text })))
+}

@@ -1,0 +1,267 @@
+//! The one thread that drives the engine: a bounded queue of jobs, at most `--parallel`
+//! sequences stepped together through one batched forward per step (prompt slices of at most
+//! `PROMPT_BUDGET` rows ride along with running decodes), text deltas streamed back through
+//! channels, a sequence dropped as soon as its client's channel closes. Scoring jobs
+//! (perplexity, prompt log-probs) run on the same thread, in queue order, once the sequences
+//! admitted before them have finished. A panic inside engine work fails the jobs it touched;
+//! the thread goes on.
+
+use super::errors::{from_engine, from_eval, ApiError};
+use super::metrics::Metrics;
+use super::scoring::{prompt_logprobs, PromptLogprob};
+use lse_engine::generation::StepToken;
+use lse_engine::{Engine, FinishReason, GenerateRequest, Sequence};
+use std::collections::VecDeque;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::{mpsc, oneshot};
+
+/// Prompt rows per step: a long prompt is prefilled in slices so running decodes keep going.
+pub const PROMPT_BUDGET: usize = 256;
+
+/// What a generation sends back, tagged with the index of its prompt in the request.
+#[derive(Debug)]
+pub enum Event {
+    /// New text (safe to show) and the tokens sampled since the last event.
+    Delta { index: usize, text: String, steps: Vec<StepToken> },
+    /// The end; `completion_tokens` counts every sampled token.
+    Done { index: usize, finish: FinishReason, prompt_tokens: usize, completion_tokens: usize },
+    Error { index: usize, error: ApiError },
+}
+
+pub type Reply<T> = oneshot::Sender<Result<T, ApiError>>;
+
+pub enum Job {
+    Generate { index: usize, req: GenerateRequest, tx: mpsc::UnboundedSender<Event> },
+    Perplexity { req: lse_eval::PerplexityRequest, tx: Reply<serde_json::Value> },
+    PromptLogprobs { ids: Vec<u32>, top_k: usize, tx: Reply<Vec<PromptLogprob>> },
+    /// Wakes the thread to notice shutdown.
+    Wake,
+}
+
+/// The HTTP side's handle.
+pub struct Scheduler {
+    tx: SyncSender<Job>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Scheduler {
+    /// Starts the thread.
+    pub fn start(engine: Arc<Engine>, parallel: usize, queue: usize, metrics: Arc<Metrics>) -> (Scheduler, std::thread::JoinHandle<()>) {
+        let (tx, rx) = sync_channel(queue.max(1));
+        let stop = Arc::new(AtomicBool::new(false));
+        let worker = Worker { engine, parallel: parallel.max(1), metrics, stop: stop.clone(), running: Vec::new(), waiting: VecDeque::new() };
+        let handle = std::thread::Builder::new().name("lse-scheduler".into()).spawn(move || worker.run(rx)).expect("spawn the scheduler thread");
+        (Scheduler { tx, stop }, handle)
+    }
+
+    /// Queues a job; 503 when the queue is full.
+    pub fn submit(&self, job: Job) -> Result<(), ApiError> {
+        if self.stop.load(Relaxed) {
+            return Err(ApiError::unavailable("the server is shutting down"));
+        }
+        self.tx.try_send(job).map_err(|e| match e {
+            TrySendError::Full(_) => ApiError::unavailable("the server is busy: the request queue is full, retry later"),
+            TrySendError::Disconnected(_) => ApiError::unavailable("the scheduler has stopped"),
+        })
+    }
+
+    /// Ends every job and stops the thread.
+    pub fn shutdown(&self) {
+        self.stop.store(true, Relaxed);
+        let _ = self.tx.try_send(Job::Wake);
+    }
+}
+
+struct Running {
+    index: usize,
+    seq: Sequence,
+    tx: mpsc::UnboundedSender<Event>,
+    steps_sent: usize,
+}
+
+struct Worker {
+    engine: Arc<Engine>,
+    parallel: usize,
+    metrics: Arc<Metrics>,
+    stop: Arc<AtomicBool>,
+    running: Vec<Running>,
+    waiting: VecDeque<Job>,
+}
+
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_else(|| "panic".into())
+}
+
+fn internal_panic(p: Box<dyn std::any::Any + Send>) -> ApiError {
+    let msg = panic_message(&*p);
+    eprintln!("lse-server: internal error in a request (the server goes on): {msg}");
+    ApiError::internal(format!("internal error: {msg}"))
+}
+
+impl Worker {
+    fn run(mut self, rx: Receiver<Job>) {
+        loop {
+            if self.running.is_empty() && self.waiting.is_empty() && !self.stop.load(Relaxed) {
+                match rx.recv() {
+                    Ok(j) => self.waiting.push_back(j),
+                    Err(_) => break,
+                }
+            }
+            while let Ok(j) = rx.try_recv() {
+                self.waiting.push_back(j);
+            }
+            if self.stop.load(Relaxed) {
+                self.fail_all();
+                while let Ok(j) = rx.try_recv() {
+                    self.waiting.push_back(j);
+                }
+                self.fail_all();
+                break;
+            }
+            self.running.retain(|r| !r.tx.is_closed());
+            self.admit();
+            self.metrics.queue_depth.store(self.waiting.len() as u64, Relaxed);
+            self.metrics.busy_sequences.store(self.running.len() as u64, Relaxed);
+            if !self.running.is_empty() {
+                self.step();
+                self.metrics.busy_sequences.store(self.running.len() as u64, Relaxed);
+            }
+        }
+        self.metrics.busy_sequences.store(0, Relaxed);
+    }
+
+    /// Starts waiting generations while there is room; runs a scoring job at the front of the
+    /// queue once nothing is running.
+    fn admit(&mut self) {
+        while let Some(front) = self.waiting.front() {
+            match front {
+                Job::Wake => {
+                    self.waiting.pop_front();
+                }
+                Job::Generate { tx, .. } if tx.is_closed() => {
+                    self.waiting.pop_front();
+                }
+                Job::Generate { .. } if self.running.len() < self.parallel => {
+                    let Some(Job::Generate { index, req, tx }) = self.waiting.pop_front() else { unreachable!() };
+                    let engine = &self.engine;
+                    match catch_unwind(AssertUnwindSafe(|| engine.start_sequence(&req))) {
+                        Ok(Ok(seq)) => {
+                            self.metrics.prompt_tokens.fetch_add(seq.prompt().len() as u64, Relaxed);
+                            self.running.push(Running { index, seq, tx, steps_sent: 0 });
+                        }
+                        Ok(Err(e)) => {
+                            let _ = tx.send(Event::Error { index, error: from_engine(&e) });
+                        }
+                        Err(p) => {
+                            let _ = tx.send(Event::Error { index, error: internal_panic(p) });
+                        }
+                    }
+                }
+                Job::Generate { .. } => break,
+                _ if self.running.is_empty() => {
+                    let job = self.waiting.pop_front().expect("front exists");
+                    self.score(job);
+                }
+                _ => break,
+            }
+        }
+    }
+
+    fn score(&mut self, job: Job) {
+        self.metrics.scoring_requests.fetch_add(1, Relaxed);
+        let engine = &*self.engine;
+        match job {
+            Job::Perplexity { req, tx } => {
+                if tx.is_closed() {
+                    return;
+                }
+                let r = catch_unwind(AssertUnwindSafe(|| lse_eval::run_with(engine, &req, &mut lse_eval::NoProgress)));
+                let _ = tx.send(match r {
+                    Ok(Ok(v)) => Ok(v),
+                    Ok(Err(e)) => Err(from_eval(&e)),
+                    Err(p) => Err(internal_panic(p)),
+                });
+            }
+            Job::PromptLogprobs { ids, top_k, tx } => {
+                if tx.is_closed() {
+                    return;
+                }
+                self.metrics.prompt_tokens.fetch_add(ids.len() as u64, Relaxed);
+                let r = catch_unwind(AssertUnwindSafe(|| prompt_logprobs(engine, &ids, top_k)));
+                let _ = tx.send(r.unwrap_or_else(|p| Err(internal_panic(p))));
+            }
+            Job::Generate { .. } | Job::Wake => {}
+        }
+    }
+
+    /// One batched forward over every running sequence, then their news.
+    fn step(&mut self) {
+        let t = Instant::now();
+        let engine = &self.engine;
+        let running = &mut self.running;
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            let mut refs: Vec<&mut Sequence> = running.iter_mut().map(|r| &mut r.seq).collect();
+            engine.step(&mut refs, PROMPT_BUDGET)
+        }));
+        match r {
+            Ok(Ok(stats)) => {
+                self.metrics.step(stats.rows, stats.prompt_rows, stats.decode_rows, t.elapsed().as_nanos() as u64);
+            }
+            Ok(Err(e)) => return self.fail_running(from_engine(&e)),
+            Err(p) => return self.fail_running(internal_panic(p)),
+        }
+        let metrics = &self.metrics;
+        self.running.retain_mut(|r| {
+            let new_steps = r.seq.steps.len() - r.steps_sent;
+            metrics.generated_tokens.fetch_add(new_steps as u64, Relaxed);
+            let steps = r.seq.steps[r.steps_sent..].to_vec();
+            r.steps_sent = r.seq.steps.len();
+            let done = r.seq.finish;
+            let text = if done.is_some() { r.seq.text.finish() } else { r.seq.text.take_delta() };
+            if !text.is_empty() || !steps.is_empty() {
+                let _ = r.tx.send(Event::Delta { index: r.index, text, steps });
+            }
+            match done {
+                Some(finish) => {
+                    let _ = r.tx.send(Event::Done {
+                        index: r.index,
+                        finish,
+                        prompt_tokens: r.seq.prompt().len(),
+                        completion_tokens: r.seq.steps.len(),
+                    });
+                    false
+                }
+                None => !r.tx.is_closed(),
+            }
+        });
+    }
+
+    fn fail_running(&mut self, error: ApiError) {
+        self.metrics.requests_failed.fetch_add(self.running.len() as u64, Relaxed);
+        for r in self.running.drain(..) {
+            let _ = r.tx.send(Event::Error { index: r.index, error: error.clone() });
+        }
+    }
+
+    fn fail_all(&mut self) {
+        self.fail_running(ApiError::unavailable("the server is shutting down"));
+        for j in self.waiting.drain(..) {
+            match j {
+                Job::Generate { index, tx, .. } => {
+                    let _ = tx.send(Event::Error { index, error: ApiError::unavailable("the server is shutting down") });
+                }
+                Job::Perplexity { tx, .. } => {
+                    let _ = tx.send(Err(ApiError::unavailable("the server is shutting down")));
+                }
+                Job::PromptLogprobs { tx, .. } => {
+                    let _ = tx.send(Err(ApiError::unavailable("the server is shutting down")));
+                }
+                Job::Wake => {}
+            }
+        }
+    }
+}

@@ -1,0 +1,39 @@
+//! What every route sees: the options, the metrics, and — once the model has loaded — the
+//! engine, its scheduler and the model facts the routes report.
+
+use super::errors::ApiError;
+use super::metrics::Metrics;
+use super::scheduler::Scheduler;
+use lse_engine::Engine;
+use std::sync::{Arc, OnceLock};
+
+/// The loaded model.
+pub struct Ready {
+    pub engine: Arc<Engine>,
+    pub scheduler: Scheduler,
+    /// The id `/v1/models` reports and responses carry: `--alias`, else the file name.
+    pub model_id: String,
+    /// `tokenizer.chat_template` from the GGUF, when it has one.
+    pub chat_template: Option<String>,
+}
+
+pub struct App {
+    pub ready: OnceLock<Ready>,
+    pub metrics: Arc<Metrics>,
+    pub api_key: Option<String>,
+    pub alias: Option<String>,
+    pub model_file: String,
+}
+
+impl App {
+    /// The loaded model, or 503 while it loads.
+    pub fn ready(&self) -> Result<&Ready, ApiError> {
+        self.ready.get().ok_or_else(|| ApiError::unavailable("Loading model"))
+    }
+
+    pub fn model_id(&self) -> String {
+        self.alias.clone().unwrap_or_else(|| self.model_file.clone())
+    }
+}
+
+pub type AppState = Arc<App>;

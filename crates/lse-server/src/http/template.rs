@@ -1,0 +1,81 @@
+//! Chat prompts: the GGUF's `tokenizer.chat_template` (Jinja) rendered with minijinja, Python
+//! string methods available (minijinja-contrib's pycompat) as HF templates expect, the
+//! `bos_token`/`eos_token` variables, `raise_exception`, and `add_generation_prompt`.
+
+use super::errors::{ApiError, ApiResult};
+use minijinja::{Environment, Error, ErrorKind, Value};
+
+fn raise_exception(msg: String) -> Result<Value, Error> {
+    Err(Error::new(ErrorKind::InvalidOperation, msg))
+}
+
+fn strftime_now(fmt: String) -> String {
+    // templates use it for "today's date"; a fixed UTC rendering without a date library
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let days = (secs / 86400) as i64;
+    let (y, m, d) = civil_from_days(days);
+    const MONTHS: [&str; 12] = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"];
+    fmt.replace("%Y", &y.to_string())
+        .replace("%m", &format!("{m:02}"))
+        .replace("%d", &format!("{d:02}"))
+        .replace("%B", MONTHS[(m - 1) as usize])
+        .replace("%b", &MONTHS[(m - 1) as usize][..3])
+}
+
+/// Days since 1970-01-01 → (year, month, day) (Howard Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719468;
+    let era = z.div_euclid(146097);
+    let doe = z - era * 146097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + (m <= 2) as i64, m, d)
+}
+
+/// Renders `messages` (OpenAI message objects) with the template.
+pub fn render(template: &str, messages: &serde_json::Value, bos: &str, eos: &str, add_generation_prompt: bool) -> ApiResult<String> {
+    let mut env = Environment::new();
+    minijinja_contrib::add_to_environment(&mut env);
+    env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+    env.add_function("raise_exception", raise_exception);
+    env.add_function("strftime_now", strftime_now);
+    env.add_template("chat", template).map_err(|e| ApiError::internal(format!("the model's chat template does not parse: {e}")))?;
+    let t = env.get_template("chat").map_err(|e| ApiError::internal(e.to_string()))?;
+    let ctx = minijinja::context! {
+        messages => Value::from_serialize(messages),
+        add_generation_prompt => add_generation_prompt,
+        bos_token => bos,
+        eos_token => eos,
+    };
+    t.render(ctx).map_err(|e| {
+        let mut msg = format!("the chat template failed on these messages: {e}");
+        if let Some(d) = e.detail() {
+            msg = format!("the chat template failed on these messages: {d}");
+        }
+        ApiError::bad_request(msg)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_with_python_methods_and_raise_exception() {
+        let t = "{{ bos_token }}{% for m in messages %}{% if m.role not in ['user','assistant'] %}{{ raise_exception('bad role') }}{% endif %}<{{ m.role }}>{{ m.content.strip() }}{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}";
+        let msgs = serde_json::json!([{"role": "user", "content": "  hi  "}]);
+        assert_eq!(render(t, &msgs, "<s>", "</s>", true).unwrap(), "<s><user>hi<assistant>");
+        let bad = serde_json::json!([{"role": "tool", "content": "x"}]);
+        let e = render(t, &bad, "<s>", "</s>", true).unwrap_err();
+        assert!(e.message.contains("bad role"), "{}", e.message);
+    }
+
+    #[test]
+    fn dates() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(19723), (2024, 1, 1));
+    }
+}

@@ -1,0 +1,208 @@
+//! `lse-server` serving HTTP (SPEC §11), end to end: the real binary on port 0 with SmolLM2,
+//! a real client. Bad input gets a JSON error with the right status and never takes the server
+//! down; `/v1/perplexity` equals the CLI's report; echo + logprobs equal `--perplexity-pairs`.
+
+mod http;
+
+use http::{cli_json, model, tmp_dir, Server};
+use serde_json::{json, Value};
+
+#[test]
+fn bad_inputs_get_json_errors_and_the_server_stays_up() {
+    let Some(m) = model() else { return };
+    let s = Server::start(&m, &[]);
+    let long: Vec<u32> = (0..2100).map(|i| 100 + i % 1000).collect();
+    let cases: Vec<(&str, &str, Vec<u8>, u16)> = vec![
+        ("malformed JSON", "/v1/completions", b"{\"prompt\": ".to_vec(), 400),
+        ("not an object", "/v1/completions", b"[1, 2]".to_vec(), 400),
+        ("prompt of the wrong type", "/v1/completions", br#"{"prompt": 5}"#.to_vec(), 400),
+        ("temperature of the wrong type", "/v1/completions", br#"{"prompt": "hi", "temperature": "hot"}"#.to_vec(), 400),
+        ("n > 1", "/v1/completions", br#"{"prompt": "hi", "n": 2}"#.to_vec(), 400),
+        ("negative max_tokens", "/v1/completions", br#"{"prompt": "hi", "max_tokens": -3}"#.to_vec(), 400),
+        ("top_p out of range", "/v1/completions", br#"{"prompt": "hi", "top_p": 1.5}"#.to_vec(), 400),
+        ("logprobs above 20", "/v1/completions", br#"{"prompt": "hi", "logprobs": 21}"#.to_vec(), 400),
+        ("id outside the vocabulary", "/v1/completions", br#"{"prompt": [1, 49152]}"#.to_vec(), 400),
+        ("negative id", "/v1/completions", br#"{"prompt": [1, -4]}"#.to_vec(), 400),
+        ("empty prompt list", "/v1/completions", br#"{"prompt": []}"#.to_vec(), 400),
+        ("missing prompt", "/v1/completions", br#"{"max_tokens": 2}"#.to_vec(), 400),
+        ("prompt longer than the context", "/v1/completions", json!({"prompt": long, "max_tokens": 1}).to_string().into_bytes(), 400),
+        ("echo scoring longer than the context", "/v1/completions", json!({"prompt": long, "max_tokens": 0, "echo": true, "logprobs": 1}).to_string().into_bytes(), 400),
+        ("stream of the wrong type", "/v1/completions", br#"{"prompt": "hi", "stream": "yes"}"#.to_vec(), 400),
+        ("stop of the wrong type", "/v1/completions", br#"{"prompt": "hi", "stop": 3}"#.to_vec(), 400),
+        ("chat without messages", "/v1/chat/completions", br#"{"max_tokens": 2}"#.to_vec(), 400),
+        ("chat message without role", "/v1/chat/completions", br#"{"messages": [{"content": "hi"}]}"#.to_vec(), 400),
+        ("chat content of the wrong type", "/v1/chat/completions", br#"{"messages": [{"role": "user", "content": 7}]}"#.to_vec(), 400),
+        ("tokenize without content", "/tokenize", br#"{}"#.to_vec(), 400),
+        ("detokenize of a bad id", "/detokenize", br#"{"tokens": [1, 999999]}"#.to_vec(), 400),
+        ("perplexity with an unknown field", "/v1/perplexity", br#"{"text": "hello", "bogus": 1}"#.to_vec(), 400),
+        ("perplexity of too short a text", "/v1/perplexity", br#"{"text": "hello", "ctx": 64}"#.to_vec(), 400),
+        ("perplexity writing a server file", "/v1/perplexity", br#"{"text": "hello", "kld_base_out": "/tmp/x.kld"}"#.to_vec(), 400),
+        ("unknown endpoint", "/v1/nothing", b"{}".to_vec(), 404),
+    ];
+    for (what, path, body, status) in &cases {
+        let r = s.post_raw(path, body);
+        r.assert_error(*status, what);
+        s.health_ok(what);
+    }
+    // oversized body: 413, and the server still answers
+    let r = s.oversized_post("/v1/completions", 9 * 1024 * 1024);
+    r.assert_error(413, "oversized body");
+    s.health_ok("oversized body");
+    // the server still generates
+    let r = s.post("/v1/completions", &json!({"prompt": "Hello", "max_tokens": 2, "temperature": 0}));
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert!(s.metric("lse_requests_failed_total") >= 20.0);
+    assert_eq!(s.terminate(), Some(0), "SIGTERM should end the server with status 0");
+}
+
+#[test]
+fn api_key_is_required_except_for_health() {
+    let Some(m) = model() else { return };
+    let s = Server::start(&m, &["--api-key", "sekrit", "--alias", "smol"]);
+    s.get("/v1/models").assert_error(401, "no key");
+    s.get_with("/v1/models", ("Authorization", "Bearer wrong")).assert_error(401, "wrong key");
+    let r = s.get_with("/v1/models", ("Authorization", "Bearer sekrit"));
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.json()["data"][0]["id"], "smol");
+    let r = s.post_with("/v1/completions", &json!({"prompt": "Hi", "max_tokens": 1}), ("Authorization", "Bearer wrong"));
+    r.assert_error(401, "completion with a wrong key");
+    s.health_ok("401s");
+}
+
+#[test]
+fn info_routes_and_tokenizer_round_trip() {
+    let Some(m) = model() else { return };
+    let s = Server::start(&m, &[]);
+    let models = s.get("/v1/models").json();
+    let d = &models["data"][0];
+    assert_eq!(d["id"], "SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert_eq!(d["meta"]["n_vocab"], 49152);
+    assert_eq!(d["meta"]["n_ctx"], 2048);
+    assert_eq!(d["meta"]["architecture"], "llama");
+    let info = s.get("/tokenizer_info").json();
+    assert_eq!(info["eos_token"], "<|im_end|>");
+    assert!(info["chat_template"].as_str().unwrap().contains("im_start"));
+    let t = s.post("/tokenize", &json!({"prompt": "Hello world", "add_special_tokens": false})).json();
+    let ids = t["tokens"].as_array().unwrap().clone();
+    assert!(!ids.is_empty());
+    let cli = cli_json(&["--model", &m, "--tokenize", &write_tmp("tok", "Hello world").to_string_lossy()]);
+    assert_eq!(json!(ids), cli["ids"], "the server tokenizes as the CLI");
+    let d = s.post("/detokenize", &json!({"tokens": ids})).json();
+    assert_eq!(d["prompt"], "Hello world");
+    assert_eq!(d["content"], "Hello world");
+    let c = s.post("/tokenize", &json!({"content": "<|im_start|>user"})).json();
+    assert_eq!(c["tokens"][0], 1, "special-token text is parsed by default");
+}
+
+fn write_tmp(name: &str, text: &str) -> std::path::PathBuf {
+    let d = tmp_dir(name);
+    let p = d.join("input.txt");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+#[test]
+fn completions_chat_and_streams_agree() {
+    let Some(m) = model() else { return };
+    let s = Server::start(&m, &[]);
+    let body = json!({"prompt": "The capital of France is", "max_tokens": 8, "temperature": 0, "logprobs": 2});
+    let r = s.post("/v1/completions", &body).json();
+    let c = &r["choices"][0];
+    let text = c["text"].as_str().unwrap().to_string();
+    assert!(!text.is_empty());
+    assert_eq!(r["usage"]["completion_tokens"], 8);
+    assert_eq!(c["logprobs"]["tokens"].as_array().unwrap().len(), 8);
+    assert_eq!(c["logprobs"]["top_logprobs"][0].as_object().unwrap().len(), 2);
+    // the same request streamed gives the same text and log-probs
+    let mut sb = body.clone();
+    sb["stream"] = json!(true);
+    let events = s.stream("/v1/completions", &sb);
+    let streamed: String = events.iter().filter_map(|e| e["choices"][0]["text"].as_str()).collect();
+    assert_eq!(streamed, text);
+    let lps: Vec<Value> = events.iter().flat_map(|e| e["choices"][0]["logprobs"]["token_logprobs"].as_array().cloned().unwrap_or_default()).collect();
+    assert_eq!(json!(lps), c["logprobs"]["token_logprobs"]);
+    assert_eq!(events.last().unwrap()["choices"][0]["finish_reason"], "length");
+    // token-id prompts and a list of prompts: one choice each, in order
+    let ids = s.post("/tokenize", &json!({"prompt": "The capital of France is"})).json()["tokens"].clone();
+    let r2 = s.post("/v1/completions", &json!({"prompt": [ids, "The capital of France is"], "max_tokens": 8, "temperature": 0})).json();
+    assert_eq!(r2["choices"][0]["text"], text.as_str());
+    assert_eq!(r2["choices"][1]["text"], text.as_str());
+    assert_eq!(r2["choices"][1]["index"], 1);
+    // stop strings cut the text
+    let word = text.split_whitespace().next().unwrap().to_string();
+    let r3 = s.post("/v1/completions", &json!({"prompt": "The capital of France is", "max_tokens": 8, "temperature": 0, "stop": [word.clone()]})).json();
+    assert_eq!(r3["choices"][0]["finish_reason"], "stop");
+    assert!(!r3["choices"][0]["text"].as_str().unwrap().contains(&word));
+    // chat, plain and streamed
+    let chat = json!({"messages": [{"role": "user", "content": "What is 2+2?"}], "max_tokens": 12, "temperature": 0});
+    let r4 = s.post("/v1/chat/completions", &chat).json();
+    let answer = r4["choices"][0]["message"]["content"].as_str().unwrap().to_string();
+    assert_eq!(r4["choices"][0]["message"]["role"], "assistant");
+    assert!(!answer.is_empty());
+    let mut cs = chat.clone();
+    cs["stream"] = json!(true);
+    cs["stream_options"] = json!({"include_usage": true});
+    let ev = s.stream("/v1/chat/completions", &cs);
+    let streamed: String = ev.iter().filter_map(|e| e["choices"][0]["delta"]["content"].as_str()).collect();
+    assert_eq!(streamed, answer);
+    assert_eq!(ev.last().unwrap()["usage"]["completion_tokens"], r4["usage"]["completion_tokens"]);
+    // seeded sampling is reproducible
+    let sampled = json!({"prompt": "Once upon a time", "max_tokens": 10, "temperature": 0.9, "seed": 42});
+    assert_eq!(s.post("/v1/completions", &sampled).json()["choices"][0]["text"], s.post("/v1/completions", &sampled).json()["choices"][0]["text"]);
+}
+
+#[test]
+fn perplexity_endpoint_equals_the_cli_report() {
+    let Some(m) = model() else { return };
+    let raw = std::fs::read_to_string(lse_testdata::shared("data/wiki.test.raw")).unwrap();
+    let text: String = raw.chars().take(3000).collect::<String>().trim_end().to_string();
+    let file = write_tmp("ppl", &text);
+    let cli = cli_json(&["--model", &m, "--perplexity", &file.to_string_lossy(), "--perplexity-ctx", "128", "--perplexity-chunks", "3", "--perplexity-windows"]);
+    let s = Server::start(&m, &[]);
+    let r = s.post("/v1/perplexity", &json!({"text": text, "ctx": 128, "chunks": 3, "include_windows": true}));
+    assert_eq!(r.status, 200, "{}", r.text);
+    let h = r.json();
+    assert_eq!(h["token_ids_sha256"], cli["token_ids_sha256"]);
+    let bits = |v: &Value| v.as_f64().unwrap().to_bits();
+    assert_eq!(bits(&h["mean_nll"]), bits(&cli["mean_nll"]), "mean_nll {} vs {}", h["mean_nll"], cli["mean_nll"]);
+    assert_eq!(bits(&h["perplexity"]), bits(&cli["perplexity"]));
+    let (hw, cw) = (h["windows"].as_array().unwrap(), cli["windows"].as_array().unwrap());
+    assert_eq!(hw.len(), 3);
+    assert_eq!(hw.len(), cw.len());
+    for (a, b) in hw.iter().zip(cw) {
+        assert_eq!(bits(&a["nll_sum"]), bits(&b["nll_sum"]), "window {}", a["index"]);
+    }
+}
+
+#[test]
+fn echo_logprobs_equal_the_pairs_scores() {
+    let Some(m) = model() else { return };
+    let pairs = [("Question: what is the capital of France?\nAnswer:", " Paris is the capital."), ("The quick brown fox", " jumps over the lazy dog.")];
+    let d = tmp_dir("pairs");
+    let f = d.join("pairs.jsonl");
+    let lines: Vec<String> = pairs.iter().map(|(p, r)| json!({"prompt": p, "response": r}).to_string()).collect();
+    std::fs::write(&f, lines.join("\n") + "\n").unwrap();
+    let cli = cli_json(&["--model", &m, "--perplexity-pairs", &f.to_string_lossy(), "--perplexity-windows"]);
+    let s = Server::start(&m, &[]);
+    for (i, (p, resp)) in pairs.iter().enumerate() {
+        // the scorer's tokenization: the prompt as a prompt, the response without specials
+        let pi = s.post("/tokenize", &json!({"content": p, "add_special": true, "parse_special": false})).json()["tokens"].as_array().unwrap().clone();
+        let ri = s.post("/tokenize", &json!({"content": resp, "add_special": false, "parse_special": false})).json()["tokens"].as_array().unwrap().clone();
+        let ids: Vec<Value> = pi.iter().chain(&ri).cloned().collect();
+        let want = -cli["windows"][i]["nll_sum"].as_f64().unwrap();
+        for max_tokens in [0, 1] {
+            let r = s.post("/v1/completions", &json!({"prompt": ids, "echo": true, "logprobs": 1, "max_tokens": max_tokens, "temperature": 0}));
+            assert_eq!(r.status, 200, "{}", r.text);
+            let v = r.json();
+            let lp = &v["choices"][0]["logprobs"];
+            let tl = lp["token_logprobs"].as_array().unwrap();
+            assert_eq!(tl.len(), ids.len() + max_tokens);
+            assert!(tl[0].is_null(), "the first prompt token has no log-prob");
+            let got: f64 = tl[pi.len()..ids.len()].iter().map(|x| x.as_f64().unwrap()).sum();
+            assert!((got - want).abs() < 1e-6, "pair {i}: echo {got} vs pairs {want}");
+            // a greedy token's log-prob is its top-1's
+            let top = &lp["top_logprobs"][1];
+            assert_eq!(top.as_object().unwrap().len(), 1);
+        }
+    }
+}
