@@ -19,6 +19,8 @@ pub mod pretokenize;
 mod rwkv;
 mod special;
 mod spm;
+mod trie;
+mod ugm;
 mod wpm;
 pub mod unicode;
 mod vocab;
@@ -40,13 +42,15 @@ pub struct Tokenizer {
     spm_cut: Option<Vec<Vec<u8>>>,
     rwkv: Option<rwkv::Rwkv>,
     wpm: Option<wpm::Wpm>,
+    ugm: Option<ugm::Ugm>,
     /// Decoded bytes of every token (see [`Tokenizer::token_bytes`]).
     pieces: Vec<Vec<u8>>,
 }
 
 /// Whether this crate implements a tokenizer model.
 pub(crate) fn model_implemented(kind: ModelKind) -> bool {
-    matches!(kind, ModelKind::Spm | ModelKind::Bpe(_) | ModelKind::Rwkv | ModelKind::Wpm)
+    let _ = kind;
+    true
 }
 
 impl Tokenizer {
@@ -64,6 +68,7 @@ impl Tokenizer {
         };
         let rwkv = (vocab.kind == ModelKind::Rwkv).then(|| rwkv::Rwkv::new(&vocab));
         let wpm = (vocab.kind == ModelKind::Wpm).then(|| wpm::Wpm::new(&vocab));
+        let ugm = (vocab.kind == ModelKind::Ugm).then(|| ugm::Ugm::new(&vocab));
         let spm_byte_tokens = spm::byte_tokens(&vocab);
         let spm_cut = if vocab.kind == ModelKind::Spm {
             spm::cut_rule(&vocab)
@@ -80,6 +85,7 @@ impl Tokenizer {
             spm_cut,
             rwkv,
             wpm,
+            ugm,
             pieces,
         })
     }
@@ -171,7 +177,15 @@ impl Tokenizer {
                     }
                 }
             }
-            ModelKind::Ugm => unreachable!("refused at load"),
+            ModelKind::Ugm => {
+                let ugm = self.ugm.as_ref().expect("Unigram");
+                for frag in fragments {
+                    match frag {
+                        Fragment::Text(a, b) => ugm.tokenize(v, &text[a..b], &mut out),
+                        Fragment::Token(id) => out.push(id),
+                    }
+                }
+            }
         }
         if add_special && eos {
             out.extend(v.eos);

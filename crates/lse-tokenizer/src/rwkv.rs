@@ -1,7 +1,7 @@
 //! RWKV "world" tokenizer: token texts are escaped byte strings; a text is cut greedily into the
 //! longest token that matches at each position, walking a byte trie.
 
-use crate::hash::FastMap;
+use crate::trie::{ByteTrie, ROOT};
 use crate::vocab::Vocab;
 
 /// The bytes of an escaped RWKV token text (`\t`, `\n`, `\r`, `\xHH`, `\<c>` for a literal c),
@@ -48,36 +48,22 @@ pub fn unescape(escaped: &str) -> Vec<u8> {
 
 /// A byte trie over the unescaped token texts.
 pub struct Rwkv {
-    /// (node, byte) -> child node; node 0 is the root.
-    edges: FastMap<(u32, u8), u32>,
-    /// The token ending at each node (a later token with the same bytes wins).
-    value: Vec<Option<u32>>,
+    trie: ByteTrie,
 }
 
 impl Rwkv {
     pub fn new(v: &Vocab) -> Rwkv {
-        let mut t = Rwkv {
-            edges: FastMap::default(),
-            value: vec![None],
-        };
+        let mut trie = ByteTrie::new();
         for (id, text) in v.texts.iter().enumerate() {
-            let mut node = 0u32;
-            for b in unescape(text) {
-                let next = t.value.len() as u32;
-                node = *t.edges.entry((node, b)).or_insert(next);
-                if node == next {
-                    t.value.push(None);
-                }
-            }
-            t.value[node as usize] = Some(id as u32);
+            trie.insert(&unescape(text), id as u32);
         }
-        t
+        Rwkv { trie }
     }
 
     pub fn tokenize(&self, v: &Vocab, text: &[u8], out: &mut Vec<u32>) {
         let mut pos = 0;
         while pos < text.len() {
-            let Some(&first) = self.edges.get(&(0, text[pos])) else {
+            let Some(first) = self.trie.child(ROOT, text[pos]) else {
                 // no token starts with this byte: the unknown token, if there is one
                 out.extend(v.unk);
                 pos += 1;
@@ -87,15 +73,15 @@ impl Rwkv {
             let mut best: Option<(u32, usize)> = None;
             let mut p = pos;
             loop {
-                if let Some(id) = self.value[node as usize] {
+                if let Some(id) = self.trie.value(node) {
                     best = Some((id, p + 1));
                 }
                 if p + 1 >= text.len() {
                     break;
                 }
                 p += 1;
-                match self.edges.get(&(node, text[p])) {
-                    Some(&n) => node = n,
+                match self.trie.child(node, text[p]) {
+                    Some(n) => node = n,
                     None => break,
                 }
             }

@@ -4,6 +4,8 @@
 //! The order matches llama.cpp: tokens are taken longest first; each one claims its occurrences
 //! left to right inside the text not yet claimed, never across a claimed stretch. With
 //! `parse_special` false only USER_DEFINED tokens are looked for (CONTROL and UNKNOWN are not).
+//! A token with the LSTRIP (RSTRIP) attribute also swallows the ASCII whitespace before (after)
+//! it, up to the nearest token already placed.
 
 use crate::vocab::{attr, Vocab};
 
@@ -57,10 +59,23 @@ pub fn partition(vocab: &Vocab, text: &str, parse_special: bool) -> Vec<Fragment
             if owner.is_empty() {
                 owner = vec![FREE; bytes.len()];
             }
+            let free_space = |i: usize| owner[i] == FREE && (bytes[i].is_ascii_whitespace() || bytes[i] == 0x0B);
+            let mut start = p;
+            if a & attr::LSTRIP != 0 {
+                while start > 0 && free_space(start - 1) {
+                    start -= 1;
+                }
+            }
+            let mut stop = end;
+            if a & attr::RSTRIP != 0 {
+                while stop < bytes.len() && free_space(stop) {
+                    stop += 1;
+                }
+            }
             let ci = claims.len() as u32;
-            claims.push((p, end, id));
-            owner[p..end].fill(ci);
-            next_allowed = end;
+            claims.push((start, stop, id));
+            owner[start..stop].fill(ci);
+            next_allowed = stop;
         }
     }
 

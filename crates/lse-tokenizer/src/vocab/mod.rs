@@ -167,9 +167,9 @@ fn defaults(model: &str, pre_name: &str) -> Result<Defaults, TokenizerError> {
         add_bos: false,
         add_eos: false,
         add_sep: false,
-        add_space_prefix: true,
-        clean_spaces: true,
-        escape_whitespaces: false,
+        add_space_prefix: false,
+        clean_spaces: false,
+        escape_whitespaces: true,
         ignore_merges: false,
         lowercase: true,
         force_bos: false,
@@ -180,7 +180,7 @@ fn defaults(model: &str, pre_name: &str) -> Result<Defaults, TokenizerError> {
             eos: Some(2),
             unk: Some(0),
             add_bos: true,
-            clean_spaces: false,
+            add_space_prefix: true,
             ..base(ModelKind::Spm)
         },
         "bert" => Defaults {
@@ -191,7 +191,7 @@ fn defaults(model: &str, pre_name: &str) -> Result<Defaults, TokenizerError> {
             mask: Some(103),
             add_bos: true,
             add_sep: true,
-            add_space_prefix: false,
+            clean_spaces: true,
             ..base(ModelKind::Wpm)
         },
         "gpt2" | "gemma4" | "whitespace" => {
@@ -223,11 +223,7 @@ fn defaults(model: &str, pre_name: &str) -> Result<Defaults, TokenizerError> {
             add_eos: true,
             ..base(ModelKind::Ugm)
         },
-        "rwkv" => Defaults {
-            add_space_prefix: false,
-            clean_spaces: false,
-            ..base(ModelKind::Rwkv)
-        },
+        "rwkv" => base(ModelKind::Rwkv),
         "no_vocab" | "none" | "test" | "plamo2" | "hybriddna" => {
             return Err(TokenizerError::UnsupportedModel(model.to_string()))
         }

@@ -121,19 +121,24 @@ pub fn read_suite(vocab: &Path) -> Vec<(String, Vec<u32>)> {
 }
 
 /// The folder holding llama.cpp's `models/ggml-vocab-*.gguf` files and suites: `LSE_VOCAB_DIR`
-/// if set, else the extracted llama.cpp source beside the repository (`../llamacpp`, as the
+/// if set (the value `repo` forces this repository's copies), else the extracted llama.cpp source beside the repository (`../llamacpp`, as the
 /// project keeps it), else this repository's `data/vocab-extra` (unpacked from its `.xz` files
 /// into the target folder). None when none of them has the files.
 pub fn reference_vocab_dir() -> Option<std::path::PathBuf> {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     let repo = manifest.parent()?.parent()?.to_path_buf();
     let mut candidates = Vec::new();
-    if let Ok(d) = std::env::var("LSE_VOCAB_DIR") {
-        candidates.push(std::path::PathBuf::from(d));
+    match std::env::var("LSE_VOCAB_DIR") {
+        // "repo": only this repository's copies
+        Ok(d) if d == "repo" => {}
+        Ok(d) => candidates.push(std::path::PathBuf::from(d)),
+        Err(_) => {}
     }
-    candidates.push(repo.join("../llamacpp/src/vendor/llama.cpp/models"));
-    candidates.push(repo.join("../llamacpp/vendor/llama.cpp/models"));
-    candidates.push(repo.join("../llamacpp/models"));
+    if std::env::var("LSE_VOCAB_DIR").as_deref() != Ok("repo") {
+        candidates.push(repo.join("../llamacpp/src/vendor/llama.cpp/models"));
+        candidates.push(repo.join("../llamacpp/vendor/llama.cpp/models"));
+        candidates.push(repo.join("../llamacpp/models"));
+    }
     for c in candidates {
         if c.join("ggml-vocab-bert-bge.gguf").exists() {
             return Some(c);
