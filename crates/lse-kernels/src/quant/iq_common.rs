@@ -20,6 +20,24 @@ pub static KSIGNS: [u8; 128] = {
     t
 };
 
+/// [`ksigns`] of every index spread to bytes: 0xFF for each negated element, else 0.
+pub static KSIGNS_MASK: [u64; 128] = {
+    let mut t = [0u64; 128];
+    let mut i = 0;
+    while i < 128 {
+        let s = KSIGNS[i];
+        let mut j = 0;
+        while j < 8 {
+            if s >> j & 1 != 0 {
+                t[i] |= 0xff << (8 * j);
+            }
+            j += 1;
+        }
+        i += 1;
+    }
+    t
+};
+
 /// ±1 for element `j` (0..8) of a sign byte: −1 where bit j is set.
 #[inline(always)]
 pub fn sign(signs: u8, j: usize) -> i32 {

@@ -7,7 +7,7 @@
 
 use super::exact::*;
 use super::*;
-use crate::quant::iq_common::KSIGNS;
+use crate::quant::iq_common::KSIGNS_MASK;
 use crate::quant::iq_grids::{IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID};
 use crate::quant::{iq1_m, iq1_s, iq2_s, iq2_xs, iq2_xxs, iq3_s, iq3_xxs};
 
@@ -42,8 +42,8 @@ unsafe fn u32x8(g: impl Fn(usize) -> u32) -> __m256i {
 /// The 0xFF-where-negative mask of four 7-bit sign indices at bits 0, 7, 14, 21 of `s`.
 #[inline(always)]
 unsafe fn ksign_mask(s: u32) -> __m256i {
-    let k = |l: u32| KSIGNS[(s >> (7 * l) & 127) as usize] as u32;
-    mask32(k(0) | k(1) << 8 | k(2) << 16 | k(3) << 24)
+    let k = |l: u32| KSIGNS_MASK[(s >> (7 * l) & 127) as usize];
+    u64x4(k(0), k(1), k(2), k(3))
 }
 
 #[inline(always)]
@@ -72,10 +72,10 @@ impl Grid for Iq2Xs {
     unsafe fn sub(b: &[u8], ib: usize) -> (__m256i, __m256i, __m256i) {
         let c = |l: usize| u16::from_le_bytes([b[2 + 8 * ib + 2 * l], b[3 + 8 * ib + 2 * l]]);
         let p = |l: usize| IQ2XS_GRID[(c(l) & 511) as usize];
-        let sg = |l: usize| KSIGNS[(c(l) >> 9) as usize] as u32;
-        let signs = sg(0) | sg(1) << 8 | sg(2) << 16 | sg(3) << 24;
+        let sg = |l: usize| KSIGNS_MASK[(c(l) >> 9) as usize];
         let ls = |h: usize| (2 * iq2_xs::scale(b, ib, h) + 1) as i16;
-        (u64x4(p(0), p(1), p(2), p(3)), mask32(signs), two_scales(ls(0), ls(1)))
+        let neg = u64x4(sg(0), sg(1), sg(2), sg(3));
+        (u64x4(p(0), p(1), p(2), p(3)), neg, two_scales(ls(0), ls(1)))
     }
 }
 

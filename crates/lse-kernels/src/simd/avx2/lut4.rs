@@ -45,9 +45,9 @@ unsafe fn lut(l: &[i8; 16]) -> __m256i {
     _mm256_broadcastsi128_si256(_mm_loadu_si128(l.as_ptr() as *const __m128i))
 }
 
-#[allow(clippy::too_many_arguments)]
 /// `n` (≤ 8) blocks from block `b0`: decode once, then per row the 8 block sums in one vector,
 /// scaled by dy·dw and added in block order.
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 unsafe fn lut32_group<L: Lut32, O: Ops, const NX: usize, const N: usize>(
     table: __m256i,
