@@ -35,7 +35,14 @@ impl Matrix {
     /// type or CPU has no packed kernels.
     pub fn packed(&self, pool: &lse_kernels::ThreadPool) -> Option<&lse_kernels::PackedMatrix> {
         self.packed
-            .get_or_init(|| lse_kernels::PackedMatrix::new(pool, self.ty, self.bytes(), self.n, self.k))
+            .get_or_init(|| {
+                let p = lse_kernels::PackedMatrix::new(pool, self.ty, self.bytes(), self.n, self.k);
+                if p.is_some() {
+                    // the packed copy replaces the mapped bytes for the matmul: hold the weights once
+                    self.file.release_tensor_pages(&self.file.tensors()[self.index]);
+                }
+                p
+            })
             .as_ref()
     }
 }

@@ -157,6 +157,13 @@ impl GgufFile {
         range().unwrap_or(&[])
     }
 
+    /// Drops the resident pages of a tensor whose bytes were copied elsewhere (e.g. repacked
+    /// weights): memory is then held once. Reading the tensor later still works (from the file).
+    pub fn release_tensor_pages(&self, t: &TensorInfo) {
+        let start = self.parsed.data_start.saturating_add(t.offset) as usize;
+        self.storage.release(start, start.saturating_add(t.n_bytes as usize));
+    }
+
     /// The whole file image.
     pub fn bytes(&self) -> &[u8] {
         self.storage.bytes()

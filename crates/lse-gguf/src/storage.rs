@@ -38,6 +38,25 @@ pub(crate) enum Storage {
 }
 
 impl Storage {
+    /// Tells the kernel that the mapped pages wholly inside `start..end` are not needed now: they
+    /// leave the resident set and are read from the file again if touched. No-op when owned.
+    pub fn release(&self, start: usize, end: usize) {
+        #[cfg(unix)]
+        if let Storage::Mapped(m) = self {
+            const PAGE: usize = 4096;
+            let base = m.as_ptr() as usize;
+            let first = (base + start).div_ceil(PAGE) * PAGE - base;
+            let last = ((base + end) / PAGE) * PAGE - base;
+            if last > first && end <= m.len() {
+                // SAFETY: the map is read-only and private; dropped pages are refilled from the
+                // file on the next access, so no data the program can see changes.
+                let _ = unsafe { m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, first, last - first) };
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = (start, end);
+    }
+
     pub fn bytes(&self) -> &[u8] {
         match self {
             Storage::Mapped(m) => m,
