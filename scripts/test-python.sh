@@ -64,4 +64,8 @@ export LSE_SERVER="${LSE_SERVER:-$target/release/lse-server}"
 export LSE_TEST_MODEL="${LSE_TEST_MODEL:-$root/models/SmolLM2-135M-Instruct.Q4_1.gguf}"
 # Run from the tests folder so `import lse` finds the installed package, not the source tree.
 cd "$root/crates/lse-python/tests"
-exec "$vpy" -m pytest -q -p no:cacheprovider -rs "$@" .
+status=0
+"$vpy" -m pytest -q -p no:cacheprovider -rs "$@" . || status=$?
+# The HTTP server's client tests (openai, lm-eval) run in their own venv, on the same binary.
+bash "$root/crates/lse-server/tests/python/run.sh" || status=$?
+exit $status

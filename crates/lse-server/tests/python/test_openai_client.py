@@ -1,0 +1,64 @@
+"""The `openai` package against lse-server: completions, chat, streaming, token-id prompts."""
+
+import openai
+import pytest
+
+from conftest import post
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=server + "/v1", api_key="unused", max_retries=0)
+
+
+def test_models(client):
+    ids = [m.id for m in client.models.list().data]
+    assert ids == ["smol"]
+
+
+def test_completion_text_and_token_ids_agree(client, server):
+    prompt = "The capital of France is"
+    a = client.completions.create(model="smol", prompt=prompt, max_tokens=8, temperature=0)
+    assert a.choices[0].text
+    assert a.choices[0].finish_reason == "length"
+    assert a.usage.completion_tokens == 8
+    ids = post(server, "/tokenize", {"content": prompt, "add_special": True})["tokens"]
+    b = client.completions.create(model="smol", prompt=ids, max_tokens=8, temperature=0)
+    assert b.choices[0].text == a.choices[0].text
+    assert b.usage.prompt_tokens == len(ids)
+
+
+def test_completion_stream_equals_the_whole(client):
+    kw = dict(model="smol", prompt="Once upon a time", max_tokens=12, temperature=0)
+    whole = client.completions.create(**kw).choices[0].text
+    parts = [c.choices[0].text for c in client.completions.create(stream=True, **kw) if c.choices]
+    assert "".join(parts) == whole
+
+
+def test_chat_and_chat_stream(client):
+    msgs = [{"role": "system", "content": "You are brief."}, {"role": "user", "content": "Name a colour."}]
+    r = client.chat.completions.create(model="smol", messages=msgs, max_tokens=10, temperature=0)
+    text = r.choices[0].message.content
+    assert text and r.choices[0].message.role == "assistant"
+    parts = []
+    for c in client.chat.completions.create(model="smol", messages=msgs, max_tokens=10, temperature=0, stream=True):
+        if c.choices and c.choices[0].delta.content:
+            parts.append(c.choices[0].delta.content)
+    assert "".join(parts) == text
+
+
+def test_echo_logprobs(client, server):
+    ids = post(server, "/tokenize", {"content": "Paris is the capital of France", "add_special": True})["tokens"]
+    r = client.completions.create(model="smol", prompt=ids, max_tokens=0, echo=True, logprobs=3, temperature=0)
+    lp = r.choices[0].logprobs
+    assert len(lp.token_logprobs) == len(ids)
+    assert lp.token_logprobs[0] is None
+    assert all(x < 0 for x in lp.token_logprobs[1:])
+    assert len(lp.top_logprobs[1]) == 3
+
+
+def test_bad_request_is_a_400(client):
+    with pytest.raises(openai.BadRequestError):
+        client.completions.create(model="smol", prompt="hi", max_tokens=-2)
+    with pytest.raises(openai.BadRequestError):
+        client.completions.create(model="smol", prompt="hi", n=3)
