@@ -1,0 +1,116 @@
+//! `lse-server --generate`: finish reasons (end-of-generation token, stop string across token
+//! boundaries, max tokens), seeded sampling, whole UTF-8 characters, and bad input refused with
+//! one line and a non-zero exit (never a panic).
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_lse-server")
+}
+
+fn run(model: &Path, args: &[&str]) -> Output {
+    Command::new(bin()).arg("--model").arg(model).args(["--threads", "2"]).args(args).output().unwrap()
+}
+
+fn generate(model: &Path, args: &[&str]) -> Value {
+    let o = run(model, args);
+    assert!(o.status.success(), "lse-server {args:?} failed: {}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).expect("JSON on stdout")
+}
+
+fn smollm2() -> Option<PathBuf> {
+    lse_testdata::model("smollm2")
+}
+
+fn ids(v: &Value) -> Vec<u64> {
+    v["ids"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect()
+}
+
+const CHAT: &str = "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n";
+
+#[test]
+fn end_of_generation_token_ends_with_eos() {
+    let Some(m) = smollm2() else { return };
+    let r = generate(&m, &["--generate", CHAT, "-n", "64", "--temp", "0"]);
+    assert_eq!(r["finish_reason"], "eos", "{r}");
+    // <|im_end|> (id 2) is SmolLM2's end-of-turn token; its piece is not part of the text
+    assert_eq!(*ids(&r).last().unwrap(), 2);
+    assert!(!r["text"].as_str().unwrap().contains("<|im_end|>"));
+    assert_eq!(r["logprobs"].as_array().unwrap().len(), ids(&r).len());
+    // --ignore-eos goes on to the limit
+    let r = generate(&m, &["--generate", CHAT, "-n", "24", "--temp", "0", "--ignore-eos"]);
+    assert_eq!((r["finish_reason"].as_str(), ids(&r).len()), (Some("length"), 24));
+}
+
+#[test]
+fn stop_strings_match_across_tokens_and_max_tokens_ends_with_length() {
+    let Some(m) = smollm2() else { return };
+    let prompt = "The capital of France is";
+    let r = generate(&m, &["--generate", prompt, "-n", "16", "--temp", "0"]);
+    assert_eq!((r["finish_reason"].as_str(), ids(&r).len()), (Some("length"), 16));
+    let text = r["text"].as_str().unwrap().to_string();
+    // a stop string that spans a token boundary: 2 bytes of one piece and 2 of the next
+    let len_after = |n: usize| generate(&m, &["--generate", prompt, "-n", &n.to_string(), "--temp", "0"])["text"].as_str().unwrap().len();
+    let mut lens = vec![0, len_after(1)];
+    let cut = loop {
+        let n = lens.len();
+        assert!(n < 16, "no two consecutive pieces of 2+ bytes in {text:?}");
+        lens.push(len_after(n));
+        let (a, b, c) = (lens[n - 2], lens[n - 1], lens[n]);
+        if b - a >= 2 && c - b >= 2 && text.is_char_boundary(b - 2) && text.is_char_boundary(b + 2) {
+            break b;
+        }
+    };
+    let stop = &text[cut - 2..cut + 2];
+    let s = generate(&m, &["--generate", prompt, "-n", "16", "--temp", "0", "--stop", "zzzz", "--stop", stop]);
+    assert_eq!(s["finish_reason"], "stop", "{s}");
+    assert_eq!(s["text"].as_str().unwrap(), &text[..text.find(stop).unwrap()]);
+}
+
+#[test]
+fn seeded_sampling_is_reproducible() {
+    let Some(m) = smollm2() else { return };
+    let args = ["--generate", "Once upon a time", "-n", "20", "--temp", "1.0", "--top-k", "0", "--top-p", "1", "--min-p", "0"];
+    let a = generate(&m, &[&args[..], &["--seed", "11"]].concat());
+    let b = generate(&m, &[&args[..], &["--seed", "11"]].concat());
+    let c = generate(&m, &[&args[..], &["--seed", "12"]].concat());
+    assert_eq!((ids(&a), &a["text"]), (ids(&b), &b["text"]));
+    assert_ne!(ids(&a), ids(&c));
+}
+
+#[test]
+fn multibyte_text_is_never_cut_inside_a_character() {
+    let Some(m) = lse_testdata::model("gemma3") else { return };
+    let r = generate(&m, &["--generate", "日本の首都は", "-n", "32", "--temp", "0"]);
+    let text = r["text"].as_str().unwrap();
+    assert!(text.chars().filter(|c| !c.is_ascii()).count() >= 5, "expected Japanese text: {text:?}");
+    assert!(!text.contains('\u{fffd}'), "broken character in {text:?}");
+}
+
+#[test]
+fn bad_input_is_one_line_and_a_non_zero_exit() {
+    let Some(m) = smollm2() else { return };
+    let long = "word ".repeat(40);
+    for (args, phrase) in [
+        (vec!["--generate", ""], "empty"),
+        (vec!["--generate", &long, "--kv-len", "16"], "--kv-len"),
+        (vec!["--generate", "hi", "-n", "-1"], "-n"),
+        (vec!["--generate", "hi", "--temp", "-0.5"], "temperature"),
+        (vec!["--generate", "hi", "--top-p", "0"], "top-p"),
+        (vec!["--generate", "hi", "--top-p", "1.01"], "top-p"),
+        (vec!["--generate", "hi", "--top-k", "-1"], "top-k"),
+        (vec!["--generate", "hi", "--threads", "100000"], "--threads"),
+        (vec!["--generate", "hi", "--generate-output", "/nonexistent-dir/x.json"], "x.json"),
+        (vec!["--perplexity", "../../../shared/data/wiki.test.raw", "--perplexity-ctx", "2", "--perplexity-chunks", "2"], "--perplexity-ctx 2"),
+    ] {
+        let o = Command::new(bin()).arg("--model").arg(&m).args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?} succeeded");
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(phrase) && !err.contains("panick"), "{args:?}: {err}");
+        assert!(o.stdout.is_empty(), "{args:?} printed to stdout");
+    }
+}
