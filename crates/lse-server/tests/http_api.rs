@@ -206,3 +206,51 @@ fn echo_logprobs_equal_the_pairs_scores() {
         }
     }
 }
+
+#[test]
+fn a_model_that_fails_to_load_ends_the_server_with_one_line() {
+    let d = tmp_dir("badmodel");
+    let f = d.join("broken.gguf");
+    std::fs::write(&f, b"GGUF\x03\x00\x00\x00garbage that is not a model").unwrap();
+    let o = std::process::Command::new(http::BIN).args(["--model", &f.to_string_lossy(), "--port", "0"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.starts_with("lse-server: listening on http://127.0.0.1:"), "binds before loading: {out:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("lse-server: ") && !err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn perplexity_waits_behind_generation_and_both_finish() {
+    let Some(m) = model() else { return };
+    let s = Server::start(&m, &[]);
+    let raw = std::fs::read_to_string(lse_testdata::shared("data/wiki.test.raw")).unwrap();
+    let text: String = raw.chars().take(1500).collect();
+    let (g, p) = std::thread::scope(|sc| {
+        let g = sc.spawn(|| s.post("/v1/completions", &json!({"prompt": "Count: one, two,", "max_tokens": 40, "ignore_eos": true, "temperature": 0})));
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let p = sc.spawn(|| s.post("/v1/perplexity", &json!({"text": text, "ctx": 128, "chunks": 2})));
+        (g.join().unwrap(), p.join().unwrap())
+    });
+    assert_eq!(g.status, 200, "{}", g.text);
+    assert_eq!(g.json()["usage"]["completion_tokens"], 40);
+    assert_eq!(p.status, 200, "{}", p.text);
+    assert!(p.json()["perplexity"].as_f64().unwrap() > 1.0);
+}
+
+#[test]
+fn health_is_503_while_the_model_loads_then_ok_and_a_rich_chat_template_renders() {
+    // Qwen2.5-Coder takes seconds to load here: long enough to see the loading state
+    let Some(m) = lse_testdata::model("qwen25coder").map(|p| p.to_string_lossy().into_owned()) else { return };
+    let s = Server::spawn(&m, &[]);
+    s.get("/health").assert_error(503, "health while loading");
+    s.post("/v1/completions", &json!({"prompt": "hi"})).assert_error(503, "completion while loading");
+    s.wait_ready();
+    s.health_ok("loading");
+    // Qwen's template (tools, loops, string methods) renders; the answer is generated
+    let r = s.post("/v1/chat/completions", &json!({"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Say yes."}], "max_tokens": 4, "temperature": 0}));
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.json()["choices"][0]["message"]["role"], "assistant");
+    assert!(r.json()["usage"]["prompt_tokens"].as_u64().unwrap() > 10);
+}

@@ -49,6 +49,13 @@ impl Server {
     /// Starts `lse-server --model M --port 0 ENGINE extra…`, reads the address it prints and waits
     /// for `/health` to say ok.
     pub fn start(model: &str, extra: &[&str]) -> Server {
+        let s = Server::spawn(model, extra);
+        s.wait_ready();
+        s
+    }
+
+    /// Starts the server and returns once it has printed its address (the model may be loading).
+    pub fn spawn(model: &str, extra: &[&str]) -> Server {
         let mut child = Command::new(BIN)
             .args(["--model", model, "--port", "0"])
             .args(ENGINE)
@@ -62,7 +69,12 @@ impl Server {
         let base = line.trim().rsplit(' ').next().unwrap_or_default().to_string();
         assert!(base.starts_with("http://127.0.0.1:") && !base.ends_with(":0"), "listening line: {line:?}");
         let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(300)).build();
-        let s = Server { child, base, agent };
+        Server { child, base, agent }
+    }
+
+    /// Waits for `/health` to say ok; until then it must be a 503 JSON error.
+    pub fn wait_ready(&self) {
+        let s = self;
         let t = Instant::now();
         loop {
             let r = s.get("/health");
@@ -74,7 +86,6 @@ impl Server {
             assert!(t.elapsed() < Duration::from_secs(120), "the model did not load");
             std::thread::sleep(Duration::from_millis(50));
         }
-        s
     }
 
     fn reply(r: Result<ureq::Response, ureq::Error>) -> Reply {
