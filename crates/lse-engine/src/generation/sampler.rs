@@ -67,10 +67,22 @@ impl Sampler {
 
     /// Picks the next token from `logits` (modified in place) given the session's tokens.
     pub fn sample(&mut self, logits: &mut [f32], history: &[u32]) -> u32 {
+        self.sample_with_margin(logits, history).0
+    }
+
+    /// `sample`, plus for greedy decoding the gap between the chosen logit and the next best one
+    /// after the penalties (how close the choice was; infinite when sampling).
+    pub fn sample_with_margin(&mut self, logits: &mut [f32], history: &[u32]) -> (u32, f64) {
         self.penalize(logits, history);
         if self.p.temperature <= 0.0 {
-            return argmax(logits);
+            let best = argmax(logits);
+            let second = logits.iter().enumerate().filter(|&(i, _)| i != best as usize).map(|(_, &l)| l).fold(f32::NEG_INFINITY, f32::max);
+            return (best, (logits[best as usize] - second) as f64);
         }
+        (self.draw(logits), f64::INFINITY)
+    }
+
+    fn draw(&mut self, logits: &[f32]) -> u32 {
         // candidates, most likely first
         let mut cand: Vec<(u32, f32)> = logits.iter().enumerate().map(|(i, &l)| (i as u32, l)).collect();
         let by_logit = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));

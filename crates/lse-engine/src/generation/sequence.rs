@@ -37,6 +37,8 @@ pub struct StepToken {
     pub id: u32,
     pub logprob: f64,
     pub top2_margin: f64,
+    /// Greedy only: the chosen logit's lead over the next best after the penalties.
+    pub choice_margin: f64,
     pub top: Vec<(u32, f64)>,
 }
 
@@ -189,7 +191,7 @@ impl Engine {
         }
         let (max, lse) = log_sum_exp(row).ok_or_else(|| EngineError::NonFinite("the logits of a generation step are not finite".into()))?;
         let mut work = row.to_vec();
-        let id = s.sampler.sample(&mut work, s.session.tokens());
+        let (id, choice_margin) = s.sampler.sample_with_margin(&mut work, s.session.tokens());
         let lp = |l: f32| l as f64 - max - lse;
         let top = top_n(row, s.top_logprobs.max(2));
         let margin = if top.len() > 1 { (top[0].1 - top[1].1) as f64 } else { f64::INFINITY };
@@ -197,6 +199,7 @@ impl Engine {
             id,
             logprob: lp(row[id as usize]),
             top2_margin: margin,
+            choice_margin,
             top: top.iter().take(s.top_logprobs).map(|&(t, l)| (t, lp(l))).collect(),
         });
         let tk = self.tokenizer();
