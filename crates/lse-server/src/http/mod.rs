@@ -63,7 +63,16 @@ fn router(app: AppState) -> Router {
         .fallback(|| async { ApiError::new(axum::http::StatusCode::NOT_FOUND, "no such endpoint") })
         .layer(axum::middleware::from_fn_with_state(app.clone(), auth::require_key))
         .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(route_panic))
         .with_state(app)
+}
+
+/// A panic inside a route fails that request with a 500; the server goes on.
+fn route_panic(p: Box<dyn std::any::Any + Send + 'static>) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let msg = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_else(|| "panic".into());
+    eprintln!("lse-server: internal error in a request (the server goes on): {msg}");
+    ApiError::internal(format!("internal error: {msg}")).into_response()
 }
 
 /// Loads the engine and starts the scheduler; on failure the process ends (nothing to serve).
