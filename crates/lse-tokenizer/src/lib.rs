@@ -241,6 +241,10 @@ impl Tokenizer {
         self.vocab.unk
     }
 
+    pub fn mask_id(&self) -> Option<u32> {
+        self.vocab.mask
+    }
+
     /// Whether tokenizing with `add_special` puts SEP last (WordPiece and some BPE vocabularies).
     pub fn add_sep(&self) -> bool {
         self.vocab.add_sep

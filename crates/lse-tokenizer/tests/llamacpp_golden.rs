@@ -4,7 +4,8 @@
 //! line of data/tokenizer-cases.txt, the whole file and a few special-token texts;
 //! `llama_detokenize` of its ids (all four remove_special/unparse_special combinations);
 //! a hash of `llama_token_to_piece` of every token (special false and true); and its special
-//! token ids and end-of-generation set.
+//! token ids and end-of-generation set. `rwkv-synthetic` is a small RWKV "world"-style vocabulary
+//! made for this test (data/vocab-extra), there being no RWKV vocabulary among llama.cpp's.
 
 mod common;
 
@@ -14,6 +15,11 @@ fn vocab_path(name: &str) -> Option<std::path::PathBuf> {
     let shared = common::vocab_path(name);
     if shared.exists() {
         return Some(shared);
+    }
+    // small synthetic vocabularies (e.g. RWKV) are kept uncompressed in the repository
+    let local = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/vocab-extra").join(name);
+    if local.exists() {
+        return Some(local);
     }
     common::reference_vocab_dir().map(|d| d.join(name)).filter(|p| p.exists())
 }
