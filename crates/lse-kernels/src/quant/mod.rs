@@ -1,5 +1,8 @@
 //! Block formats: one file per format with its layout, dequantization, activation quantization
-//! (for the activation formats Q8_0/Q8_1/Q8_K) and the scalar reference dot.
+//! (for the activation formats Q8_0/Q8_1/Q8_K) and the scalar reference dot. Each weight format
+//! file ends its header with a [`Format`] descriptor; [`FORMATS`] lists them, and everything
+//! else (`dot_type`, `scalar_dot_fn`, `dequantize_fn`, `lse_kernels::supports`) reads that list.
+//! The SIMD kernels are listed once for both x86 levels in `simd::avx2::kernel_list!`.
 //!
 //! The scalar dots follow ggml's generic C code (same integer sums, same float order) and are
 //! the oracle every SIMD kernel is tested against.

@@ -4,8 +4,11 @@
 //! that differ between plain AVX2 (`vpmaddubsw` + `vpmaddwd`) and AVX-512 VNNI (`vpdpbusd`,
 //! `vpdpwssd`); `avx512.rs` instantiates the same bodies with VNNI. Every weight block is
 //! decoded once and multiplied with all activation rows of the call. Integer sums per block
-//! are exact (no i16 saturation is reachable for any format); only the f32 order differs from
-//! the scalar reference.
+//! are exact (no i16 saturation is reachable for any format). For the legacy, k- and float
+//! formats only the f32 order differs from the scalar reference; the i-quant, ternary, FP4 and
+//! Q1_0/Q2_0 kernels (`lut4`, `grid`, `ternary`, `lowbit`) also keep the scalar's f32 order and
+//! are bit-identical to it. Every kernel's per-row arithmetic is the same whatever the number
+//! of rows in the call, so results do not depend on batching.
 
 #![allow(clippy::needless_range_loop)] // per-row loops index several parallel arrays
 
