@@ -47,12 +47,6 @@ pub struct Tokenizer {
     pieces: Vec<Vec<u8>>,
 }
 
-/// Whether this crate implements a tokenizer model.
-pub(crate) fn model_implemented(kind: ModelKind) -> bool {
-    let _ = kind;
-    true
-}
-
 impl Tokenizer {
     /// Builds the tokenizer from a GGUF file's `tokenizer.ggml.*` metadata.
     pub fn from_gguf(f: &GgufFile) -> Result<Tokenizer, TokenizerError> {

@@ -167,3 +167,20 @@ fn empty_text() {
     assert_eq!(spm.tokenize("", false, false), Vec::<u32>::new());
     assert_eq!(spm.tokenize("", true, false), vec![1]);
 }
+
+/// A tokenizer model llama.cpp does not know is refused in one line naming it; one it knows but
+/// this crate does not implement is refused as such.
+#[test]
+fn unknown_and_unsupported_models_are_refused_by_name() {
+    for (model, known) in [("sentencepiece-x", false), ("plamo2", true), ("no_vocab", true)] {
+        let mut w = GgufWriter::new();
+        w.add_kv("general.architecture", Value::String("llama".into()));
+        w.add_kv("tokenizer.ggml.model", Value::String(model.into()));
+        w.add_kv("tokenizer.ggml.tokens", strings(&["a", "b"]));
+        let f = GgufFile::from_bytes(w.to_bytes().unwrap()).unwrap();
+        let err = Tokenizer::from_gguf(&f).err().expect("refused");
+        let msg = err.to_string();
+        assert!(msg.contains(&format!("'{model}'")) && !msg.contains('\n'), "{msg}");
+        assert_eq!(matches!(err, TokenizerError::UnsupportedModel(_)), known, "{msg}");
+    }
+}

@@ -244,11 +244,6 @@ impl Vocab {
             Some(v) => v.as_str().ok_or_else(|| bad(K_PRE, "is not a string"))?,
         };
         let d = defaults(model, pre_name)?;
-        if let ModelKind::Bpe(_) | ModelKind::Wpm | ModelKind::Ugm | ModelKind::Rwkv = d.kind {
-            if !crate::model_implemented(d.kind) {
-                return Err(TokenizerError::UnsupportedModel(model.to_string()));
-            }
-        }
 
         let merges = if let ModelKind::Bpe(_) = d.kind {
             string_array(f, "tokenizer.ggml.merges")?
