@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the `lse` Python wheel (maturin, release), installs it into a private environment under
-# the Cargo target folder, and runs the Python tests (crates/lse-python/tests) with pytest.
+# the Cargo target folder, and runs the Python tests (crates/lse-python/tests) with pytest; then
+# the HTTP server's client tests (crates/lse-server/tests/python/run.sh: openai, lm-eval).
 # Exits non-zero when the build or any test fails.
 #
 # Environment:
