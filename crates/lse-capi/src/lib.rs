@@ -15,10 +15,9 @@
 #![allow(clippy::missing_safety_doc)] // the safety contract is the C header's
 
 mod ffi;
-pub mod options;
 
 use ffi::{guard, Failure};
-use options::OpenOptions;
+use lse_engine::OpenOptions;
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_int};
 use std::sync::Mutex;

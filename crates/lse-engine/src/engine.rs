@@ -26,8 +26,12 @@ const FALLBACK_CTX: usize = 4096;
 
 impl Engine {
     /// Loads a `.gguf` file, or the single model `.gguf` in a folder (the first shard of a split model).
-    pub fn load(model: &Path, opts: EngineOptions) -> Result<Engine, EngineError> {
+    pub fn load(model: &Path, mut opts: EngineOptions) -> Result<Engine, EngineError> {
         opts.validate()?;
+        // SPEC §2: the environment's way of saying --no-cpu-fallback
+        if std::env::var("LSE_REQUIRE_DEVICE_KERNELS").is_ok_and(|v| v == "1") {
+            opts.cpu_fallback_allowed = false;
+        }
         let path = resolve_model_path(model)?;
         let file = Arc::new(GgufFile::open(&path)?);
         let arch = file.architecture().ok_or(EngineError::NoArchitecture)?;

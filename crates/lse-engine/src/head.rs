@@ -70,7 +70,7 @@ impl Engine {
                 if !red.max.is_finite() || !red.sum_exp.is_finite() {
                     return Err(EngineError::NonFinite(format!("logits of scored row {} are not finite (max {}, sum_exp {})", r0 + i, red.max, red.sum_exp)));
                 }
-                results.push(RowReduction { max: red.max, sum_exp: red.sum_exp, argmax: red.argmax, picked: red.picked, top: red.top });
+                results.push(red);
             }
         }
         *self.head_logits_block.lock().unwrap_or_else(|e| e.into_inner()) = logits;

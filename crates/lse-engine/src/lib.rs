@@ -18,6 +18,7 @@ pub mod kv_cache;
 mod model;
 mod model_path;
 pub mod ops;
+mod open_options;
 mod options;
 mod session;
 pub mod weights;
@@ -30,6 +31,7 @@ pub use head::HEAD_ROWS;
 pub use hparams::HParams;
 pub use lse_kernels::Dialect;
 pub use model_path::resolve_model_path;
+pub use open_options::OpenOptions;
 pub use options::{parse_dialect, physical_cores, EngineConfig, EngineOptions, KvDtype};
 pub use session::Session;
 pub use weights::{Matrix, Weights};
@@ -77,15 +79,5 @@ pub struct RowRequest<'a> {
     pub top_k: usize,
 }
 
-/// The per-row result of the LM head.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RowReduction {
-    pub max: f32,
-    /// `sum(exp(l - max))`.
-    pub sum_exp: f64,
-    pub argmax: u32,
-    /// Logits of the requested ids, same order.
-    pub picked: Vec<f32>,
-    /// Top-K (id, logit), best first, ties: lower id first.
-    pub top: Vec<(u32, f32)>,
-}
+/// The per-row result of the LM head (one type from the kernels to the scorer).
+pub use lse_kernels::reduce::RowReduce as RowReduction;

@@ -17,16 +17,9 @@ pub struct RowRequest {
     pub top_k: usize,
 }
 
-/// A row's logits reduced: max, `sum(exp(l - max))`, argmax, the requested logits, the top-K.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Reduction {
-    pub max: f32,
-    pub sum_exp: f64,
-    pub argmax: u32,
-    pub picked: Vec<f32>,
-    /// (id, logit), best first, ties: lower id first.
-    pub top: Vec<(u32, f32)>,
-}
+/// A row's logits reduced: max, `sum(exp(l - max))`, argmax, the requested logits, the top-K
+/// (the engine's type).
+pub use lse_engine::RowReduction as Reduction;
 
 /// Everything the scoring loop needs from an engine.
 pub trait Scorer {
@@ -127,11 +120,7 @@ mod engine_impl {
             let block = slice(rows, range);
             let reqs: Vec<lse_engine::RowRequest<'_>> =
                 requests.iter().map(|r| lse_engine::RowRequest { ids: &r.ids, top_k: r.top_k }).collect();
-            let out = Engine::head_reduce(self, &block, &reqs).map_err(eng)?;
-            Ok(out
-                .into_iter()
-                .map(|r| Reduction { max: r.max, sum_exp: r.sum_exp, argmax: r.argmax, picked: r.picked, top: r.top })
-                .collect())
+            Engine::head_reduce(self, &block, &reqs).map_err(eng)
         }
         fn head_logits(&self, rows: &HiddenRows, range: Range<usize>) -> Result<Vec<f32>> {
             Engine::head_logits(self, &slice(rows, range)).map_err(eng)

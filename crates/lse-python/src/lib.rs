@@ -5,12 +5,10 @@
 //! types below and checks their shapes; the functions here do the math and the remaining checks.
 //! Every bad argument becomes a `ValueError` whose message names the argument.
 
-use lse_engine::{parse_dialect, EngineOptions, KvDtype};
 use lse_eval::conditional::{conditional_perplexity, ConditionalError, LogitValue};
 use numpy::{IntoPyArray, PyArray2, PyReadonlyArray2, PyReadonlyArray3, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use std::path::PathBuf;
 use std::sync::Mutex;
 
 fn value_error(e: ConditionalError) -> PyErr {
@@ -110,56 +108,13 @@ impl NativeEngine {
 
 #[pymethods]
 impl NativeEngine {
-    /// Options as SPEC §2; `None` takes the default. Sizes are checked by the Python wrapper
-    /// (non-negative) and by the engine (zero, ubatch > batch).
+    /// Opens a model from the engine options object (the C API's `lse_engine_open` JSON), read
+    /// and checked by `lse_engine::OpenOptions`.
     #[new]
-    #[pyo3(signature = (model, threads=None, batch_size=None, ubatch_size=None, kv_cache_dtype=None,
-                        kv_len=None, flash_prefill=None, dialect=None, cpu_fallback=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        py: Python<'_>,
-        model: PathBuf,
-        threads: Option<usize>,
-        batch_size: Option<usize>,
-        ubatch_size: Option<usize>,
-        kv_cache_dtype: Option<String>,
-        kv_len: Option<usize>,
-        flash_prefill: Option<bool>,
-        dialect: Option<String>,
-        cpu_fallback: Option<bool>,
-    ) -> PyResult<NativeEngine> {
-        let mut o = EngineOptions::default();
-        if let Some(n) = threads {
-            o.threads = n;
-        }
-        if let Some(n) = batch_size {
-            o.batch_size = n;
-        }
-        if let Some(n) = ubatch_size {
-            o.ubatch_size = n;
-        }
-        if let Some(d) = kv_cache_dtype {
-            o.kv_dtype = KvDtype::parse(&d).ok_or_else(|| {
-                PyValueError::new_err(format!(
-                    "kv_cache_dtype must be one of f32, f16, bf16, q8_0, got {d:?}"
-                ))
-            })?;
-        }
-        o.kv_len = kv_len;
-        if let Some(f) = flash_prefill {
-            o.flash_attention = f;
-        }
-        if let Some(d) = dialect {
-            o.dialect = parse_dialect(&d).ok_or_else(|| {
-                PyValueError::new_err(format!("dialect must be simd or scalar, got {d:?}"))
-            })?;
-        }
-        if let Some(c) = cpu_fallback {
-            o.cpu_fallback_allowed = c;
-        }
-        o.validate().map_err(engine_error)?;
+    fn new(py: Python<'_>, options_json: &str) -> PyResult<NativeEngine> {
+        let o = lse_engine::OpenOptions::parse(options_json).map_err(PyValueError::new_err)?;
         let engine = py
-            .allow_threads(|| lse_engine::Engine::load(&model, o))
+            .allow_threads(|| lse_engine::Engine::load(&o.model, o.engine))
             .map_err(engine_error)?;
         Ok(NativeEngine {
             engine,

@@ -345,9 +345,6 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
             a.engine.ubatch_size, a.engine.batch_size
         ));
     }
-    if std::env::var("LSE_REQUIRE_DEVICE_KERNELS").is_ok_and(|v| v == "1") {
-        a.engine.cpu_fallback_allowed = false;
-    }
     a.engine.validate().map_err(|e| e.to_string())?;
     Ok(a)
 }

@@ -65,6 +65,12 @@ impl Sampler {
         }
     }
 
+    /// Greedy with every penalty off: the pick is the row's argmax.
+    pub fn is_plain_greedy(&self) -> bool {
+        let p = &self.p;
+        p.temperature <= 0.0 && (p.repeat_last_n == 0 || (p.repeat_penalty == 1.0 && p.presence_penalty == 0.0 && p.frequency_penalty == 0.0))
+    }
+
     /// Picks the next token from `logits` (modified in place) given the session's tokens.
     pub fn sample(&mut self, logits: &mut [f32], history: &[u32]) -> u32 {
         self.sample_with_margin(logits, history).0

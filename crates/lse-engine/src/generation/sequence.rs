@@ -189,11 +189,22 @@ impl Engine {
             s.finish = Some(FinishReason::Length);
             return Ok(());
         }
-        let (max, lse) = log_sum_exp(row).ok_or_else(|| EngineError::NonFinite("the logits of a generation step are not finite".into()))?;
-        let mut work = row.to_vec();
-        let (id, choice_margin) = s.sampler.sample_with_margin(&mut work, s.session.tokens());
+        // the model's distribution, reduced by the same kernels as scoring (f64 sum of exps)
+        let red = lse_kernels::reduce::reduce_row(self.options().dialect, row, &[], s.top_logprobs.max(2));
+        if !red.max.is_finite() || !red.sum_exp.is_finite() {
+            return Err(EngineError::NonFinite("the logits of a generation step are not finite".into()));
+        }
+        let (max, lse) = (red.max as f64, red.sum_exp.ln());
+        let (id, choice_margin) = if s.sampler.is_plain_greedy() {
+            // no penalty: the argmax is already known
+            let second = red.top.get(1).map_or(f32::NEG_INFINITY, |t| t.1);
+            (red.argmax, (red.max - second) as f64)
+        } else {
+            let mut work = row.to_vec();
+            s.sampler.sample_with_margin(&mut work, s.session.tokens())
+        };
         let lp = |l: f32| l as f64 - max - lse;
-        let top = top_n(row, s.top_logprobs.max(2));
+        let top = &red.top;
         let margin = if top.len() > 1 { (top[0].1 - top[1].1) as f64 } else { f64::INFINITY };
         s.steps.push(StepToken {
             id,
@@ -217,25 +228,4 @@ impl Engine {
         }
         Ok(())
     }
-}
-
-/// The row's max and `ln Σ exp(l - max)` in f64; `None` when not finite.
-fn log_sum_exp(row: &[f32]) -> Option<(f64, f64)> {
-    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
-    let s: f64 = row.iter().map(|&l| (l as f64 - max).exp()).sum();
-    (max.is_finite() && s.is_finite()).then(|| (max, s.ln()))
-}
-
-/// The `n` largest logits, best first (ties: lower id first).
-fn top_n(row: &[f32], n: usize) -> Vec<(u32, f32)> {
-    let mut best: Vec<(u32, f32)> = Vec::with_capacity(n + 1);
-    for (i, &l) in row.iter().enumerate() {
-        if best.len() == n && best.last().is_some_and(|b| l <= b.1) {
-            continue;
-        }
-        let at = best.partition_point(|b| b.1 >= l);
-        best.insert(at, (i as u32, l));
-        best.truncate(n);
-    }
-    best
 }

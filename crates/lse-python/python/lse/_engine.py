@@ -23,16 +23,6 @@ def _size(name, value, minimum=1):
     return value
 
 
-def _on_off(name, value):
-    if value is None:
-        return None
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, str) and value.lower() in ("on", "off"):
-        return value.lower() == "on"
-    raise ValueError(f"{name} must be True/False or 'on'/'off', got {value!r}")
-
-
 def _path(name, value):
     if value is None:
         return None
@@ -110,23 +100,24 @@ class Engine:
         model = _path("model", model)
         if model is None:
             raise ValueError("model is required (a .gguf file or a folder holding one)")
-        if kv_cache_dtype is not None and kv_cache_dtype not in ("f32", "f16", "bf16", "q8_0"):
-            raise ValueError(f"kv_cache_dtype must be one of f32, f16, bf16, q8_0, got {kv_cache_dtype!r}")
-        if dialect is not None and dialect not in ("simd", "scalar"):
-            raise ValueError(f"dialect must be simd or scalar, got {dialect!r}")
-        if cpu_fallback is not None and not isinstance(cpu_fallback, (bool, np.bool_)):
-            raise ValueError(f"cpu_fallback must be True or False, got {cpu_fallback!r}")
-        self._native = _lse.NativeEngine(
-            model,
-            threads=_size("threads", threads),
-            batch_size=_size("batch_size", batch_size),
-            ubatch_size=_size("ubatch_size", ubatch_size),
-            kv_cache_dtype=kv_cache_dtype,
-            kv_len=_size("kv_len", kv_len),
-            flash_prefill=_on_off("flash_prefill", flash_prefill),
-            dialect=dialect,
-            cpu_fallback=None if cpu_fallback is None else bool(cpu_fallback),
-        )
+        # The engine reads and checks the options object (the C API's lse_engine_open JSON);
+        # here they are only spelled as that object.
+        options = {"model": model, "threads": threads, "batch_size": batch_size, "ubatch_size": ubatch_size,
+                   "kv_cache_dtype": kv_cache_dtype, "kv_len": kv_len, "dialect": dialect}
+        if flash_prefill is not None:
+            options["flash_prefill_v2"] = flash_prefill if isinstance(flash_prefill, str) else bool(flash_prefill)
+        if cpu_fallback is not None:
+            if not isinstance(cpu_fallback, (bool, np.bool_)):
+                raise ValueError(f"cpu_fallback must be True or False, got {cpu_fallback!r}")
+            options["no_cpu_fallback"] = not bool(cpu_fallback)
+        for name in ("threads", "batch_size", "ubatch_size", "kv_len"):
+            if isinstance(options[name], np.integer):
+                options[name] = int(options[name])
+        try:
+            text = json.dumps({k: v for k, v in options.items() if v is not None})
+        except TypeError as e:
+            raise ValueError(f"engine options: {e}") from None
+        self._native = _lse.NativeEngine(text)
 
     # -- facts about the model
     @property

@@ -1,7 +1,8 @@
-//! The engine options object of `lse_engine_open` (SPEC §2, option names without the leading dashes,
-//! with `_` for `-`): parsed and checked here, before any model work.
+//! The engine options as a JSON object (SPEC §2 names without the leading dashes, `_` for `-`):
+//! the C API's `lse_engine_open` and the Python package both open engines from it, so the object
+//! is read and checked here, once, before any model work.
 
-use lse_engine::{parse_dialect, EngineOptions, KvDtype};
+use crate::{parse_dialect, EngineOptions, KvDtype};
 use serde_json::Value;
 use std::path::PathBuf;
 
@@ -144,9 +145,7 @@ impl OpenOptions {
                 opts.engine.ubatch_size, opts.engine.batch_size
             ));
         }
-        if std::env::var("LSE_REQUIRE_DEVICE_KERNELS").is_ok_and(|v| v == "1") {
-            opts.engine.cpu_fallback_allowed = false;
-        }
+        opts.engine.validate().map_err(|e| e.to_string())?;
         Ok(opts)
     }
 }
@@ -165,7 +164,7 @@ mod tests {
         .unwrap();
         assert_eq!(o.model, PathBuf::from("m.gguf"));
         let e = &o.engine;
-        assert_eq!(e.dialect, lse_engine::Dialect::Scalar);
+        assert_eq!(e.dialect, crate::Dialect::Scalar);
         assert_eq!(e.threads, 3);
         assert_eq!((e.batch_size, e.ubatch_size), (1024, 256));
         assert_eq!(e.kv_dtype, KvDtype::Bf16);
@@ -177,10 +176,10 @@ mod tests {
     fn defaults_and_nulls() {
         let o = OpenOptions::parse(r#"{"model": "m.gguf", "threads": null, "flash_prefill_v2": "on"}"#).unwrap();
         let e = &o.engine;
-        assert_eq!(e.threads, lse_engine::physical_cores());
+        assert_eq!(e.threads, crate::physical_cores());
         assert_eq!((e.batch_size, e.ubatch_size), (2048, 512));
         assert_eq!(e.kv_dtype, KvDtype::F16);
-        assert_eq!(e.dialect, lse_engine::Dialect::Simd);
+        assert_eq!(e.dialect, crate::Dialect::Simd);
         assert!(e.flash_attention);
         let o = OpenOptions::parse(r#"{"model": "m.gguf", "flash_prefill_v2": "off"}"#).unwrap();
         assert!(!o.engine.flash_attention);

@@ -1,0 +1,55 @@
+//! Decode throughput (the llama-bench `-p 512 -n 128` / llama-batched-bench shape):
+//! `cargo bench -p lse-engine --bench decode`. For each session count S in 1, 4, 8, 16: S sessions
+//! each prefill a 512-token prompt, then decode 128 tokens together (one batched forward per step,
+//! greedy); prints prefill and aggregate decode tokens/s. `LSE_BENCH_MODEL` (smollm2, gemma3,
+//! qwen25coder), `LSE_BENCH_THREADS` (2) and `LSE_BENCH_SESSIONS` ("1,4,8,16") choose the run.
+
+use lse_engine::{Engine, EngineOptions, GenerateRequest, Prompt, SamplingParams, Sequence};
+use std::time::Instant;
+
+fn main() {
+    let name = std::env::var("LSE_BENCH_MODEL").unwrap_or("smollm2".into());
+    let Some(path) = lse_testdata::model(&name) else { return };
+    let threads = std::env::var("LSE_BENCH_THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(2);
+    let counts: Vec<usize> = std::env::var("LSE_BENCH_SESSIONS")
+        .unwrap_or("1,4,8,16".into())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    let opts = EngineOptions { threads, kv_len: Some(1024), ..Default::default() };
+    let engine = Engine::load(&path, opts).unwrap();
+    let v = engine.n_vocab() as u32;
+    let request = |k: usize| GenerateRequest {
+        prompt: Prompt::Tokens((0..512u32).map(|i| (i * 7919 + 13 + 101 * k as u32) % v).collect()),
+        max_tokens: 129,
+        ignore_eos: true,
+        sampling: SamplingParams { temperature: 0.0, ..Default::default() },
+        ..Default::default()
+    };
+    engine.generate(&GenerateRequest { max_tokens: 4, ..request(0) }).unwrap(); // warm-up: packs the weights
+    for &s in &counts {
+        let mut seqs: Vec<Sequence> = (0..s).map(|k| engine.start_sequence(&request(k)).unwrap()).collect();
+        let t0 = Instant::now();
+        // prefill every prompt (each sequence's first token comes out of it)
+        while seqs.iter().any(|q| q.prompt_left() > 0) {
+            let mut refs: Vec<&mut Sequence> = seqs.iter_mut().collect();
+            engine.step(&mut refs, 2048).unwrap();
+        }
+        let prefill = t0.elapsed().as_secs_f64();
+        let t1 = Instant::now();
+        let mut steps = 0;
+        while seqs.iter().any(|q| !q.is_done()) {
+            let mut refs: Vec<&mut Sequence> = seqs.iter_mut().collect();
+            engine.step(&mut refs, 2048).unwrap();
+            steps += 1;
+        }
+        let decode = t1.elapsed().as_secs_f64();
+        let tokens: usize = seqs.iter().map(|q| q.steps.len() - 1).sum();
+        println!(
+            "{name} threads {threads} sessions {s:2}: prefill {:.1} tok/s; decode {steps} steps, {tokens} tokens, {:.1} tok/s aggregate ({:.1} per session)",
+            512.0 * s as f64 / prefill,
+            tokens as f64 / decode,
+            tokens as f64 / decode / s as f64
+        );
+    }
+}
