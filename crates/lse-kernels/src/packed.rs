@@ -54,12 +54,6 @@ impl std::fmt::Debug for PackedMatrix {
 /// elements (`d·sc`, two per block, the second in the `m` slot); both read Q8_K activations (see
 /// [`PackedMatrix::q8k_activations`]).
 fn format(t: GgmlType) -> Option<(bool, bool, i32)> {
-    static ONLY: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    if let Some(o) = ONLY.get_or_init(|| std::env::var("LSE_PACKED_ONLY").ok()) {
-        if o != t.name() {
-            return None;
-        }
-    }
     Some(match t {
         GgmlType::Q4_0 => (true, false, 3),
         GgmlType::Q4_1 => (true, true, 0),
@@ -73,15 +67,12 @@ fn format(t: GgmlType) -> Option<(bool, bool, i32)> {
 }
 
 /// True when this CPU runs the packed kernels (AVX-512 F/BW/VNNI and the SIMD level not capped
-/// below AVX-512 by `LSE_SIMD`); `LSE_PACKED=0` turns them off (for A/B comparisons).
+/// below AVX-512 by `LSE_SIMD`).
 pub fn packed_available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *ON.get_or_init(|| {
-            crate::simd::level() == crate::simd::Level::Avx512
-                && std::env::var("LSE_PACKED").map_or(true, |v| v != "0")
-        })
+        *ON.get_or_init(|| crate::simd::level() == crate::simd::Level::Avx512)
     }
     #[cfg(not(target_arch = "x86_64"))]
     {

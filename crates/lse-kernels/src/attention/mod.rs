@@ -167,15 +167,12 @@ pub fn attention(
     Ok(())
 }
 
-/// Whether the tiled AVX-512 flash kernel runs (`LSE_TILED_ATTN=0` turns it off, for A/B).
+/// Whether the tiled AVX-512 flash kernel runs.
 #[cfg(target_arch = "x86_64")]
 fn tiled_available(d: Dialect) -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     d == Dialect::Simd
-        && *ON.get_or_init(|| {
-            crate::simd::level() == crate::simd::Level::Avx512
-                && std::env::var("LSE_TILED_ATTN").map_or(true, |v| v != "0")
-        })
+        && *ON.get_or_init(|| crate::simd::level() == crate::simd::Level::Avx512)
 }
 
 /// Flash attention with the tiled kernel: K converted to f32 and transposed per panel of 16
