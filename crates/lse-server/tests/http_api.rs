@@ -44,6 +44,7 @@ fn bad_inputs_get_json_errors_and_the_server_stays_up() {
         r.assert_error(*status, what);
         s.health_ok(what);
     }
+    s.get("/v1/completions").assert_error(405, "GET of a POST endpoint");
     // oversized body: 413, and the server still answers
     let r = s.oversized_post("/v1/completions", 9 * 1024 * 1024);
     r.assert_error(413, "oversized body");

@@ -61,6 +61,7 @@ fn router(app: AppState) -> Router {
         .route("/v1/perplexity", post(routes::perplexity::perplexity))
         .route("/metrics", get(routes::info::metrics))
         .fallback(|| async { ApiError::new(axum::http::StatusCode::NOT_FOUND, "no such endpoint") })
+        .method_not_allowed_fallback(|| async { ApiError::new(axum::http::StatusCode::METHOD_NOT_ALLOWED, "this endpoint does not take that method") })
         .layer(axum::middleware::from_fn_with_state(app.clone(), auth::require_key))
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(route_panic))
