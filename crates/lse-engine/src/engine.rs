@@ -76,6 +76,11 @@ impl Engine {
         self.kv_capacity
     }
 
+    /// Memory held: (model file bytes, packed weight copies made so far).
+    pub fn weight_bytes(&self) -> (usize, usize) {
+        (self.model.w.file.bytes().len(), self.model.w.packed_bytes())
+    }
+
     pub fn options(&self) -> &EngineOptions {
         &self.opts
     }

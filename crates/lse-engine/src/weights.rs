@@ -3,6 +3,7 @@
 
 use crate::{EngineError, HParams};
 use lse_gguf::{GgmlType, GgufFile, TensorInfo, Value};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// A 2-D weight `W[n][k]` (ggml dims `[k, n]`): `n` rows of `k` elements of type `ty`.
@@ -18,6 +19,8 @@ pub struct Matrix {
     index: usize,
     /// The weights repacked for the register-tiled kernels, made on first use (shared by clones).
     packed: Arc<std::sync::OnceLock<Option<lse_kernels::PackedMatrix>>>,
+    /// Bytes of every packed copy made from this file (for the memory report).
+    packed_total: Arc<AtomicUsize>,
 }
 
 impl Matrix {
@@ -37,9 +40,10 @@ impl Matrix {
         self.packed
             .get_or_init(|| {
                 let p = lse_kernels::PackedMatrix::new(pool, self.ty, self.bytes(), self.n, self.k);
-                if p.is_some() {
+                if let Some(p) = &p {
                     // the packed copy replaces the mapped bytes for the matmul: hold the weights once
                     self.file.release_tensor_pages(&self.file.tensors()[self.index]);
+                    self.packed_total.fetch_add(p.size_bytes(), Ordering::Relaxed);
                 }
                 p
             })
@@ -57,12 +61,18 @@ impl std::fmt::Debug for Matrix {
 pub struct Weights {
     pub file: Arc<GgufFile>,
     pub hp: HParams,
+    packed_total: Arc<AtomicUsize>,
 }
 
 impl Weights {
+    /// Bytes of the packed weight copies made so far (they are made on first use).
+    pub fn packed_bytes(&self) -> usize {
+        self.packed_total.load(Ordering::Relaxed)
+    }
+
     pub fn new(file: Arc<GgufFile>) -> Result<Weights, EngineError> {
         let hp = HParams::read(&file)?;
-        Ok(Weights { file, hp })
+        Ok(Weights { file, hp, packed_total: Default::default() })
     }
 
     fn find(&self, name: &str) -> Option<(usize, &TensorInfo)> {
@@ -91,7 +101,7 @@ impl Weights {
         if !lse_kernels::supports(t.ggml_type) {
             return Err(EngineError::UnsupportedTensorType(name.to_string(), t.ggml_type.name()));
         }
-        Ok(Some(Matrix { name: name.to_string(), ty: t.ggml_type, k, n, file: self.file.clone(), index, packed: Default::default() }))
+        Ok(Some(Matrix { name: name.to_string(), ty: t.ggml_type, k, n, file: self.file.clone(), index, packed: Default::default(), packed_total: self.packed_total.clone() }))
     }
 
     /// A required 1-D tensor of `len` elements, as f32.
