@@ -17,7 +17,14 @@ fn main() {
     let v = engine.n_vocab() as u32;
     let windows: Vec<Vec<u32>> = (0..8u32).map(|w| (0..512u32).map(|i| (i * 7919 + 13 + 977 * w) % v).collect()).collect();
     let positions: Vec<usize> = (256..511).collect();
+    let rf = |at: &str| {
+        let st = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let l: Vec<&str> = st.lines().filter(|l| l.starts_with("RssFile") || l.starts_with("RssAnon")).collect();
+        if std::env::var_os("LSE_BENCH_DEBUG").is_some() { eprintln!("{at}: {l:?}"); }
+    };
+    rf("loaded");
     for pass in windows.chunks(4) {
+        rf("pass");
         let views: Vec<(&[u32], &[usize])> = pass.iter().map(|w| (&w[..], &positions[..])).collect();
         for rows in engine.prefill_windows(&views).unwrap() {
             let ids: Vec<[u32; 1]> = (0..rows.n_rows).map(|i| [i as u32]).collect();

@@ -16,6 +16,9 @@ pub struct LayerKv {
     vb: usize,
     k: Vec<u8>,
     v: Vec<u8>,
+    /// f32 copy in the tiled attention kernel's layout (made when that kernel runs).
+    #[cfg(target_arch = "x86_64")]
+    mirror: Option<lse_kernels::attention::TiledMirror>,
 }
 
 impl LayerKv {
@@ -33,6 +36,8 @@ impl LayerKv {
             vb,
             k: vec![0u8; capacity * n_head_kv * kb],
             v: vec![0u8; capacity * n_head_kv * vb],
+            #[cfg(target_arch = "x86_64")]
+            mirror: None,
         })
     }
 
@@ -53,13 +58,37 @@ impl LayerKv {
         Ok(())
     }
 
-    /// Bytes held by K and V.
+    /// Bytes held by K and V (and their f32 copy, once made).
     pub fn bytes(&self) -> usize {
-        self.k.len() + self.v.len()
+        #[cfg(target_arch = "x86_64")]
+        let mirror = self.mirror.as_ref().map_or(0, |m| m.bytes());
+        #[cfg(not(target_arch = "x86_64"))]
+        let mirror = 0;
+        self.k.len() + self.v.len() + mirror
+    }
+
+    /// Keeps the f32 copy that the tiled attention kernel reads up to date for positions
+    /// `pos0 .. pos0 + n` (made, with every position before, on first use).
+    #[cfg(target_arch = "x86_64")]
+    pub fn update_mirror(&mut self, pos0: usize, n: usize) {
+        let (from, m) = match &mut self.mirror {
+            Some(m) => (pos0, m),
+            None => (0, self.mirror.insert(lse_kernels::attention::TiledMirror::new(self.capacity, self.n_head_kv, self.head_dim_k, self.head_dim_v))),
+        };
+        m.update(self.ty, &self.k, &self.v, self.kb, self.vb, from, pos0 + n - from);
     }
 
     /// The cache as the attention kernels read it.
     pub fn view(&self) -> KvView<'_> {
-        KvView { ty: self.ty, k: &self.k, v: &self.v, n_head_kv: self.n_head_kv, head_dim_k: self.head_dim_k, head_dim_v: self.head_dim_v }
+        KvView {
+            ty: self.ty,
+            k: &self.k,
+            v: &self.v,
+            n_head_kv: self.n_head_kv,
+            head_dim_k: self.head_dim_k,
+            head_dim_v: self.head_dim_v,
+            #[cfg(target_arch = "x86_64")]
+            mirror: self.mirror.as_ref().map(|m| m.view()),
+        }
     }
 }

@@ -21,6 +21,14 @@ impl CpuBackend {
     pub fn pool(&self) -> &ThreadPool {
         &self.pool
     }
+
+    fn kind(&self) -> AttnKind {
+        if self.flash {
+            AttnKind::Flash
+        } else {
+            AttnKind::Dense
+        }
+    }
 }
 
 /// Splits `x` into chunks of whole `row`-element rows (about `target` elements each) and runs `f`
@@ -143,11 +151,16 @@ impl Backend for CpuBackend {
     }
 
     fn kv_store(&self, kv: &mut LayerKv, pos0: usize, n: usize, k: &[f32], v: &[f32]) -> Result<(), EngineError> {
-        kv.store(pos0, n, k, v)
+        kv.store(pos0, n, k, v)?;
+        #[cfg(target_arch = "x86_64")]
+        if attention::uses_tiled(self.dialect, self.kind(), kv.head_dim_k, kv.head_dim_v) {
+            kv.update_mirror(pos0, n);
+        }
+        Ok(())
     }
 
     fn attention(&self, q: &[f32], n: usize, pos0: usize, kv: &LayerKv, call: &AttnCall, out: &mut [f32]) -> Result<(), EngineError> {
-        let kind = if self.flash { AttnKind::Flash } else { AttnKind::Dense };
+        let kind = self.kind();
         let shape = AttnShape { n_q: n, q_pos0: pos0, n_head: call.n_head, scale: call.scale, window: call.window };
         attention::attention(self.dialect, &self.pool, kind, &shape, q, &kv.view(), out).map_err(|e| EngineError::Kernel(e.to_string()))
     }

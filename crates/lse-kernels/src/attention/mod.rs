@@ -19,7 +19,11 @@ mod dense;
 mod flash;
 pub mod kv;
 #[cfg(target_arch = "x86_64")]
+mod mirror;
+#[cfg(target_arch = "x86_64")]
 mod tiled;
+#[cfg(target_arch = "x86_64")]
+pub use mirror::{MirrorView, TiledMirror};
 mod vec;
 
 use crate::{Dialect, ThreadPool};
@@ -44,6 +48,23 @@ pub struct KvView<'a> {
     pub n_head_kv: usize,
     pub head_dim_k: usize,
     pub head_dim_v: usize,
+    /// The f32 copy of the cache in the tiled kernel's layout, when the caller keeps one.
+    #[cfg(target_arch = "x86_64")]
+    pub mirror: Option<MirrorView<'a>>,
+}
+
+/// Whether flash attention over heads of `dk`/`dv` runs the tiled kernel, which reads a
+/// [`TiledMirror`] of the cache when one is kept.
+pub fn uses_tiled(d: Dialect, kind: AttnKind, dk: usize, dv: usize) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        kind == AttnKind::Flash && tiled_available(d) && dk % 16 == 0 && dv % 16 == 0
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (d, kind, dk, dv);
+        false
+    }
 }
 
 /// Shape and masking of one attention call.
@@ -191,7 +212,7 @@ fn attention_tiled(
     n_keys: usize,
     out: &mut [f32],
 ) -> Result<(), AttnError> {
-    use tiled::{KP, RM};
+    use tiled::KP;
     let (hk, dk, dv) = (kv.n_head_kv, kv.head_dim_k, kv.head_dim_v);
     // Panels start at multiples of 16 absolute positions, so a row meets the same panels (and
     // the same rounding) whatever the batch split: results do not depend on the pass plan.
@@ -199,6 +220,14 @@ fn attention_tiled(
     let lo = lo / KP * KP;
     let n_panels = n_keys.div_ceil(KP);
     let np = n_panels * KP;
+    if let Some(m) = kv.mirror.filter(|m| lo + np <= m.cap) {
+        // the caller's copy is already in panel layout: read the panels in place
+        let panels_cap = m.cap / KP;
+        let k_of = |g: usize| &m.kt[(g * panels_cap + lo / KP) * dk * KP..(g * panels_cap + lo / KP + n_panels) * dk * KP];
+        let v_of = |g: usize| &m.v[(g * m.cap + lo) * dv..(g * m.cap + lo + np) * dv];
+        tiled_blocks(pool, s, q, hk, dk, dv, lo, out, &k_of, &v_of);
+        return Ok(());
+    }
     let mut kt = vec![0f32; hk * np * dk];
     let mut vf = vec![0f32; hk * np * dv];
     {
@@ -228,10 +257,33 @@ fn attention_tiled(
             }
         });
     }
+    let k_of = |g: usize| &kt[g * n_panels * dk * KP..(g + 1) * n_panels * dk * KP];
+    let v_of = |g: usize| &vf[g * np * dv..(g + 1) * np * dv];
+    tiled_blocks(pool, s, q, hk, dk, dv, lo, out, &k_of, &v_of);
+    Ok(())
+}
+
+/// Runs the micro-tiles over (KV head, query block) tasks; `k_of(g)` / `v_of(g)` are head `g`'s
+/// panels and V rows starting at key `lo`.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+fn tiled_blocks<'k>(
+    pool: &ThreadPool,
+    s: &AttnShape,
+    q: &[f32],
+    hk: usize,
+    dk: usize,
+    dv: usize,
+    lo: usize,
+    out: &mut [f32],
+    k_of: &(dyn Fn(usize) -> &'k [f32] + Sync),
+    v_of: &(dyn Fn(usize) -> &'k [f32] + Sync),
+) {
+    use tiled::RM;
     let group = s.n_head / hk;
     for_query_blocks(pool, s, hk, out, |g, b, op| {
-        let kt_g = &kt[g * n_panels * dk * KP..(g + 1) * n_panels * dk * KP];
-        let v_g = &vf[g * np * dv..(g + 1) * np * dv];
+        let kt_g = k_of(g);
+        let v_g = v_of(g);
         let mut acc = vec![0f32; RM * dv];
         let (i0, i1) = (b * Q_BLOCK, ((b + 1) * Q_BLOCK).min(s.n_q));
         let n_rows = (i1 - i0) * group;
@@ -256,7 +308,6 @@ fn attention_tiled(
             r0 += n;
         }
     });
-    Ok(())
 }
 
 /// The visible keys of one query row, as f32 rows.

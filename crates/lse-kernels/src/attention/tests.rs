@@ -62,7 +62,7 @@ fn flash_and_dense_match_reference() {
         let want = reference(&q, &k, &v, n_q, pos0, nh, hk, dk, dv, 0.3, window);
         let kb: Vec<u8> = k.iter().flat_map(|x| x.to_le_bytes()).collect();
         let vb: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-        let view = KvView { ty: GgmlType::F32, k: &kb, v: &vb, n_head_kv: hk, head_dim_k: dk, head_dim_v: dv };
+        let view = KvView { ty: GgmlType::F32, k: &kb, v: &vb, n_head_kv: hk, head_dim_k: dk, head_dim_v: dv, #[cfg(target_arch = "x86_64")] mirror: None };
         let shape = AttnShape { n_q, q_pos0: pos0, n_head: nh, scale: 0.3, window };
         for d in [Dialect::Scalar, Dialect::Simd] {
             for kind in [AttnKind::Flash, AttnKind::Dense] {
@@ -86,7 +86,7 @@ fn f16_cache_and_bad_shapes() {
     for (r, b) in k.chunks(dk).zip(kb.chunks_mut(dk * 2)) {
         kv::store_row(GgmlType::F16, r, b);
     }
-    let view = KvView { ty: GgmlType::F16, k: &kb, v: &kb, n_head_kv: hk, head_dim_k: dk, head_dim_v: dk };
+    let view = KvView { ty: GgmlType::F16, k: &kb, v: &kb, n_head_kv: hk, head_dim_k: dk, head_dim_v: dk, #[cfg(target_arch = "x86_64")] mirror: None };
     let shape = AttnShape { n_q: n, q_pos0: 0, n_head: nh, scale: 0.2, window: None };
     let mut out = vec![0f32; n * nh * dk];
     attention(Dialect::Simd, &pool, AttnKind::Flash, &shape, &q, &view, &mut out).unwrap();
