@@ -133,13 +133,18 @@ fn header_declares_exactly_the_exported_functions() {
     let src = std::fs::read_to_string(repo().join("crates/lse-capi/src/lib.rs")).unwrap();
     let h = header_decls(&header);
     let r = rust_decls(&src);
-    assert_eq!(h.keys().collect::<Vec<_>>(), ["lse_engine_close", "lse_engine_open", "lse_perplexity", "lse_string_free"]);
+    assert_eq!(h.keys().collect::<Vec<_>>(), ["lse_engine_close", "lse_engine_open", "lse_generate", "lse_perplexity", "lse_string_free"]);
     assert_eq!(h, r, "header (left) and src/lib.rs (right) disagree");
     // SPEC §7, verbatim
     let spec = [
         ("lse_engine_open", "int", vec![("const char*", "options_json"), ("lse_engine**", "out"), ("char**", "err")]),
         (
             "lse_perplexity",
+            "int",
+            vec![("lse_engine*", "engine"), ("const char*", "request_json"), ("char**", "json_out"), ("char**", "err")],
+        ),
+        (
+            "lse_generate",
             "int",
             vec![("lse_engine*", "engine"), ("const char*", "request_json"), ("char**", "json_out"), ("char**", "err")],
         ),

@@ -125,8 +125,11 @@ fn unknown_option() {
 }
 
 #[test]
-fn no_mode() {
-    fails(&["--model", &tiny()], "no mode", None);
+fn no_mode_serves_and_checks_the_server_options_first() {
+    // without --perplexity/--tokenize/--generate the program serves HTTP; a bad option is refused
+    // before anything is bound or loaded
+    fails(&["--model", &tiny(), "--port", "99999"], "--port", None);
+    fails(&["--model", &tiny(), "--parallel", "0"], "--parallel", None);
 }
 
 #[test]
