@@ -82,6 +82,35 @@ fn open(options: OpenOptions) -> Result<LseEngine, Failure> {
     Ok(LseEngine { engine: Mutex::new(engine), options })
 }
 
+/// The body both request entry points share: checks the pointers, runs `f` on the engine handle
+/// and the request text, and hands its JSON text out in `*json_out`.
+unsafe fn json_call(
+    name: &str,
+    engine: *mut LseEngine,
+    request_json: *const c_char,
+    json_out: *mut *mut c_char,
+    err: *mut *mut c_char,
+    f: impl FnOnce(&LseEngine, &str) -> Result<String, Failure>,
+) -> c_int {
+    guard(err, || {
+        if json_out.is_null() {
+            return Err(Failure::argument(format!("{name}: json_out (char **) is NULL")));
+        }
+        // SAFETY: non-NULL, writable (header contract).
+        unsafe { *json_out = std::ptr::null_mut() };
+        if engine.is_null() {
+            return Err(Failure::argument(format!("{name}: engine is NULL (open one with lse_engine_open)")));
+        }
+        // SAFETY: a handle from lse_engine_open, not yet closed (header contract). Only shared access.
+        let handle = unsafe { &*engine };
+        let json = c_str(request_json, &format!("{name}: request_json"))?;
+        let text = f(handle, json)?;
+        // SAFETY: as above.
+        unsafe { *json_out = ffi::to_c_string(&text) };
+        Ok(())
+    })
+}
+
 /// Scores a request. See `lse.h`.
 #[no_mangle]
 pub unsafe extern "C" fn lse_perplexity(
@@ -90,23 +119,29 @@ pub unsafe extern "C" fn lse_perplexity(
     json_out: *mut *mut c_char,
     err: *mut *mut c_char,
 ) -> c_int {
-    guard(err, || {
-        if json_out.is_null() {
-            return Err(Failure::argument("lse_perplexity: json_out (char **) is NULL".into()));
-        }
-        // SAFETY: non-NULL, writable (header contract).
-        unsafe { *json_out = std::ptr::null_mut() };
-        if engine.is_null() {
-            return Err(Failure::argument("lse_perplexity: engine is NULL (open one with lse_engine_open)".into()));
-        }
-        // SAFETY: a handle from lse_engine_open, not yet closed (header contract). Only shared access.
-        let handle = unsafe { &*engine };
-        let json = c_str(request_json, "lse_perplexity: request_json")?;
-        let report = perplexity(handle, json)?;
-        // SAFETY: as above.
-        unsafe { *json_out = ffi::to_c_string(&report) };
-        Ok(())
-    })
+    // SAFETY: the caller's pointers, checked in json_call (header contract).
+    unsafe { json_call("lse_perplexity", engine, request_json, json_out, err, perplexity) }
+}
+
+/// Generates from a prompt. See `lse.h`.
+#[no_mangle]
+pub unsafe extern "C" fn lse_generate(
+    engine: *mut LseEngine,
+    request_json: *const c_char,
+    json_out: *mut *mut c_char,
+    err: *mut *mut c_char,
+) -> c_int {
+    // SAFETY: the caller's pointers, checked in json_call (header contract).
+    unsafe { json_call("lse_generate", engine, request_json, json_out, err, generate) }
+}
+
+/// Runs a generation request on the engine (waiting for any call in flight).
+fn generate(handle: &LseEngine, json: &str) -> Result<String, Failure> {
+    let req = lse_engine::GenerateRequest::from_json(json).map_err(Failure::argument)?;
+    let engine = handle.engine.lock().unwrap_or_else(|p| p.into_inner());
+    let report = engine.generate(&req).map_err(|e| Failure::run(e.to_string()))?;
+    drop(engine);
+    serde_json::to_string(&report).map_err(|e| Failure::internal(format!("cannot serialise the report: {e}")))
 }
 
 /// Parses a request object (SPEC §7 fields). Errors name the field.
@@ -124,37 +159,6 @@ fn perplexity(handle: &LseEngine, json: &str) -> Result<String, Failure> {
     let report = lse_eval::run_perplexity(&engine, &req, &mut lse_eval::NoProgress).map_err(|e| Failure::run(e.to_string()))?;
     drop(engine);
     serde_json::to_string(&report).map_err(|e| Failure::internal(format!("cannot serialise the report: {e}")))
-}
-
-/// Generates from a prompt. See `lse.h`.
-#[no_mangle]
-pub unsafe extern "C" fn lse_generate(
-    engine: *mut LseEngine,
-    request_json: *const c_char,
-    json_out: *mut *mut c_char,
-    err: *mut *mut c_char,
-) -> c_int {
-    guard(err, || {
-        if json_out.is_null() {
-            return Err(Failure::argument("lse_generate: json_out (char **) is NULL".into()));
-        }
-        // SAFETY: non-NULL, writable (header contract).
-        unsafe { *json_out = std::ptr::null_mut() };
-        if engine.is_null() {
-            return Err(Failure::argument("lse_generate: engine is NULL (open one with lse_engine_open)".into()));
-        }
-        // SAFETY: a handle from lse_engine_open, not yet closed (header contract). Only shared access.
-        let handle = unsafe { &*engine };
-        let json = c_str(request_json, "lse_generate: request_json")?;
-        let req = lse_engine::GenerateRequest::from_json(json).map_err(Failure::argument)?;
-        let engine = handle.engine.lock().unwrap_or_else(|p| p.into_inner());
-        let report = engine.generate(&req).map_err(|e| Failure::run(e.to_string()))?;
-        drop(engine);
-        let text = serde_json::to_string(&report).map_err(|e| Failure::internal(format!("cannot serialise the report: {e}")))?;
-        // SAFETY: as above.
-        unsafe { *json_out = ffi::to_c_string(&text) };
-        Ok(())
-    })
 }
 
 /// Frees a string returned by the library. NULL is ignored. See `lse.h`.

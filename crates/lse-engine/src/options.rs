@@ -107,7 +107,7 @@ impl EngineOptions {
         }
         if self.ubatch_size > self.batch_size {
             return Err(InvalidOption(format!(
-                "--ubatch-size ({}) must not exceed --batch-size ({})",
+                "--ubatch-size ({}) must not exceed --batch-size ({}) (allowed: 1 to the batch size)",
                 self.ubatch_size, self.batch_size
             )));
         }

@@ -339,12 +339,6 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
     if a.model.is_none() {
         return Err("--model PATH is required (a .gguf file or a folder holding one)".into());
     }
-    if a.engine.ubatch_size > a.engine.batch_size {
-        return Err(format!(
-            "--ubatch-size ({}) must not exceed --batch-size ({}) (allowed: 1 to the batch size)",
-            a.engine.ubatch_size, a.engine.batch_size
-        ));
-    }
     a.engine.validate().map_err(|e| e.to_string())?;
     Ok(a)
 }
