@@ -139,6 +139,13 @@ impl OpenOptions {
         if opts.model.as_os_str().is_empty() {
             return Err("engine option model is empty (a .gguf file or a folder holding one)".into());
         }
+        if opts.engine.ubatch_size > opts.engine.batch_size {
+            // named in this object's spelling (the engine's own check speaks of --ubatch-size)
+            return Err(format!(
+                "engine option ubatch_size ({}) must not exceed batch_size ({}) (allowed: 1 to the batch size)",
+                opts.engine.ubatch_size, opts.engine.batch_size
+            ));
+        }
         opts.engine.validate().map_err(|e| e.to_string())?;
         Ok(opts)
     }
@@ -190,7 +197,7 @@ mod tests {
             (r#"{"model": "m", "threads": -1}"#, "threads"),
             (r#"{"model": "m", "threads": 1.5}"#, "threads"),
             (r#"{"model": "m", "batch_size": true}"#, "batch_size"),
-            (r#"{"model": "m", "batch_size": 8, "ubatch_size": 16}"#, "--ubatch-size (16) must not exceed --batch-size (8)"),
+            (r#"{"model": "m", "batch_size": 8, "ubatch_size": 16}"#, "ubatch_size (16) must not exceed batch_size (8)"),
             (r#"{"model": "m", "kv_cache_dtype": "q4_0"}"#, "kv_cache_dtype \"q4_0\" (allowed: f32, f16, bf16, q8_0)"),
             (r#"{"model": "m", "kv_cache_dtype": 16}"#, "kv_cache_dtype must be a string"),
             (r#"{"model": "m", "kv_len": 0}"#, "kv_len"),
