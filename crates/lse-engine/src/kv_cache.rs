@@ -1,6 +1,7 @@
-//! The KV cache of one attention layer: `capacity` positions, each `n_head_kv` K rows of
+//! The KV cache of one attention layer: up to `capacity` positions, each `n_head_kv` K rows of
 //! `head_dim_k` and V rows of `head_dim_v`, stored in the cache dtype. K and V pass through that
-//! dtype before attention reads them (f16 by default, as llama.cpp).
+//! dtype before attention reads them (f16 by default, as llama.cpp). Memory grows with the
+//! positions stored (doubling), so many sessions of a large capacity cost what they hold.
 
 use crate::EngineError;
 use lse_gguf::GgmlType;
@@ -34,8 +35,8 @@ impl LayerKv {
             head_dim_v,
             kb,
             vb,
-            k: vec![0u8; capacity * n_head_kv * kb],
-            v: vec![0u8; capacity * n_head_kv * vb],
+            k: Vec::new(),
+            v: Vec::new(),
             #[cfg(target_arch = "x86_64")]
             mirror: None,
         })
@@ -50,12 +51,23 @@ impl LayerKv {
         if k.len() != n * hk * dk || v.len() != n * hk * dv {
             return Err(EngineError::Kernel("kv store: row sizes do not match the cache".into()));
         }
+        let need = pos0 + n;
+        if self.k.len() < need * hk * self.kb {
+            let positions = need.max(2 * self.k.len() / (hk * self.kb)).max(64).min(self.capacity);
+            self.k.resize(positions * hk * self.kb, 0);
+            self.v.resize(positions * hk * self.vb, 0);
+        }
         for r in 0..n * hk {
             let slot = pos0 * hk + r;
             kv::store_row(self.ty, &k[r * dk..(r + 1) * dk], &mut self.k[slot * self.kb..(slot + 1) * self.kb]);
             kv::store_row(self.ty, &v[r * dv..(r + 1) * dv], &mut self.v[slot * self.vb..(slot + 1) * self.vb]);
         }
         Ok(())
+    }
+
+    /// Bytes one position costs (K and V rows of every head, in the cache dtype).
+    pub fn bytes_per_position(&self) -> usize {
+        self.n_head_kv * (self.kb + self.vb)
     }
 
     /// Bytes held by K and V (and their f32 copy, once made).
@@ -73,7 +85,7 @@ impl LayerKv {
     pub fn update_mirror(&mut self, pos0: usize, n: usize) {
         let (from, m) = match &mut self.mirror {
             Some(m) => (pos0, m),
-            None => (0, self.mirror.insert(lse_kernels::attention::TiledMirror::new(self.capacity, self.n_head_kv, self.head_dim_k, self.head_dim_v))),
+            None => (0, self.mirror.insert(lse_kernels::attention::TiledMirror::new(self.n_head_kv, self.head_dim_k, self.head_dim_v))),
         };
         m.update(self.ty, &self.k, &self.v, self.kb, self.vb, from, pos0 + n - from);
     }

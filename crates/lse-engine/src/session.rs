@@ -75,12 +75,12 @@ impl Engine {
         Ok(Session { state, tokens: Vec::with_capacity(capacity), capacity, recurrent })
     }
 
-    /// Bytes one session holds per token of capacity (KV rows of every attention layer), and the
-    /// fixed bytes of its recurrent state.
+    /// Bytes one session holds per token it holds (KV rows of every attention layer in the cache
+    /// dtype; the tiled attention kernel keeps an f32 copy beside them), and the fixed bytes of
+    /// its recurrent state. The cache grows with the tokens, not with the capacity.
     pub fn session_bytes(&self) -> Result<(usize, usize), EngineError> {
-        let one = self.model.arch.new_session(1, self.opts.kv_dtype)?;
-        let two = self.model.arch.new_session(2, self.opts.kv_dtype)?;
-        let per_token = two.bytes() - one.bytes();
-        Ok((per_token, one.bytes() - per_token))
+        let st = self.model.arch.new_session(1, self.opts.kv_dtype)?;
+        let per_token = st.kv.iter().flatten().map(|c| c.bytes_per_position()).sum();
+        Ok((per_token, st.bytes()))
     }
 }

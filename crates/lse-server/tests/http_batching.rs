@@ -69,6 +69,26 @@ fn sixteen_concurrent_streams_match_their_solo_runs() {
         let bits = |v: &[Value]| v.iter().map(|x| x.as_f64().unwrap().to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(c["logprobs"]["token_logprobs"].as_array().unwrap()), bits(lps), "stream {i}: log-probs not bit-identical");
     }
+    // memory stays bounded: more waves of requests leave the resident set where the first left it
+    let first = rss_kib(&s);
+    for wave in 0..3 {
+        std::thread::scope(|sc| {
+            for i in 0..16 {
+                let s = &s;
+                sc.spawn(move || s.post("/v1/completions", &body(i, false)).json());
+            }
+        });
+        eprintln!("wave {wave}: {} MiB", rss_kib(&s) / 1024);
+    }
+    let (before, after) = (first, rss_kib(&s));
+    eprintln!("resident set: {} MiB after the 16 streams and their solo runs, {} MiB after 3 more waves of 16", before / 1024, after / 1024);
+    assert!(after <= before + 64 * 1024, "resident set grew from {before} to {after} KiB");
+}
+
+/// The server process's resident set (KiB).
+fn rss_kib(s: &Server) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", s.child.id())).unwrap_or_default();
+    status.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse().ok()).unwrap_or(0)
 }
 
 #[test]

@@ -9,7 +9,7 @@ use super::tiled::KP;
 use lse_gguf::GgmlType;
 
 /// K per head as panels of `KP` keys, each `[dim][key]` (transposed); V per head as rows.
-/// Positions are absolute; the capacity is a whole number of panels.
+/// Positions are absolute; the capacity is a whole number of panels and grows as rows come.
 #[derive(Clone, Debug, Default)]
 pub struct TiledMirror {
     pub kt: Vec<f32>,
@@ -30,18 +30,35 @@ pub struct MirrorView<'a> {
 }
 
 impl TiledMirror {
-    /// A zeroed mirror for `capacity` positions (rounded up to whole panels).
-    pub fn new(capacity: usize, n_head_kv: usize, dk: usize, dv: usize) -> TiledMirror {
-        let cap = capacity.div_ceil(KP) * KP;
-        TiledMirror { kt: vec![0f32; n_head_kv * cap * dk], v: vec![0f32; n_head_kv * cap * dv], cap, n_head_kv, dk, dv }
+    /// An empty mirror; it grows (doubling, whole panels) as positions are stored.
+    pub fn new(n_head_kv: usize, dk: usize, dv: usize) -> TiledMirror {
+        TiledMirror { kt: Vec::new(), v: Vec::new(), cap: 0, n_head_kv, dk, dv }
+    }
+
+    /// Makes room for `positions`, keeping what is held (the layout depends on the capacity).
+    fn reserve(&mut self, positions: usize) {
+        if positions <= self.cap {
+            return;
+        }
+        let (hk, dk, dv) = (self.n_head_kv, self.dk, self.dv);
+        let cap = positions.max(2 * self.cap).max(64).div_ceil(KP) * KP;
+        let mut kt = vec![0f32; hk * cap * dk];
+        let mut v = vec![0f32; hk * cap * dv];
+        for h in 0..hk {
+            // per head: the panels (dk x KP each) and the V rows, both at the start of its block
+            kt[h * cap * dk..][..self.cap * dk].copy_from_slice(&self.kt[h * self.cap * dk..][..self.cap * dk]);
+            v[h * cap * dv..][..self.cap * dv].copy_from_slice(&self.v[h * self.cap * dv..][..self.cap * dv]);
+        }
+        (self.kt, self.v, self.cap) = (kt, v, cap);
     }
 
     /// Copies positions `pos0 .. pos0 + n` from the cache bytes (`k`, `v`: all positions, rows
     /// of `n_head_kv` heads of `kb` / `vb` bytes) into the mirror.
     pub fn update(&mut self, ty: GgmlType, k: &[u8], v: &[u8], kb: usize, vb: usize, pos0: usize, n: usize) {
+        self.reserve(pos0 + n);
         let (hk, dk, dv) = (self.n_head_kv, self.dk, self.dv);
         let mut tmp = vec![0f32; dk];
-        for pos in pos0..(pos0 + n).min(self.cap) {
+        for pos in pos0..pos0 + n {
             for h in 0..hk {
                 let src = pos * hk + h;
                 kv::load_row(ty, &k[src * kb..(src + 1) * kb], &mut tmp);
