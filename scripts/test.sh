@@ -5,6 +5,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 scripts/get-models.sh smollm2 gemma3 qwen25coder
+scripts/get-vocabs.sh
 export LSE_REQUIRE_MODELS=1
 cargo test --release --workspace
 if [ -x scripts/test-python.sh ]; then scripts/test-python.sh; fi

@@ -2,8 +2,8 @@
 //! combinations), detokenize, token_to_piece. Any panic, overflow or out-of-range id is a bug.
 //!
 //! The vocabularies are the `*.gguf` files of `LSE_VOCAB_DIR` (several folders separated by
-//! `:`), by default `../shared/data/vocab` and the unpacked `data/vocab-extra` files in the
-//! system temporary folder (`lse-vocab-extra/`, made by the lse-tokenizer tests).
+//! `:`), by default `../shared/data/vocab` and `data/vocab-extra` (fetched by
+//! `scripts/get-vocabs.sh`).
 #![no_main]
 
 use std::sync::OnceLock;
@@ -20,7 +20,8 @@ fn vocabularies() -> &'static [Tokenizer] {
             Err(_) => vec![
                 "../shared/data/vocab".into(),
                 "../../shared/data/vocab".into(),
-                std::env::temp_dir().join("lse-vocab-extra"),
+                "data/vocab-extra".into(),
+                "../data/vocab-extra".into(),
             ],
         };
         let mut files: Vec<_> = dirs

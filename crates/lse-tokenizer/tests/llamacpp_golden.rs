@@ -5,7 +5,8 @@
 //! `llama_detokenize` of its ids (all four remove_special/unparse_special combinations);
 //! a hash of `llama_token_to_piece` of every token (special false and true); and its special
 //! token ids and end-of-generation set. `rwkv-synthetic` is a small RWKV "world"-style vocabulary
-//! made for this test (data/vocab-extra), there being no RWKV vocabulary among llama.cpp's.
+//! made for this test (tests/data/rwkv-synthetic-vocab.json, written to a GGUF at run time),
+//! there being no RWKV vocabulary among llama.cpp's.
 
 mod common;
 
@@ -16,12 +17,38 @@ fn vocab_path(name: &str) -> Option<std::path::PathBuf> {
     if shared.exists() {
         return Some(shared);
     }
-    // small synthetic vocabularies (e.g. RWKV) are kept uncompressed in the repository
-    let local = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/vocab-extra").join(name);
-    if local.exists() {
-        return Some(local);
+    if name == "ggml-vocab-rwkv-synthetic.gguf" {
+        return Some(rwkv_synthetic());
     }
     common::reference_vocab_dir().map(|d| d.join(name)).filter(|p| p.exists())
+}
+
+/// Writes the RWKV test vocabulary (tests/data/rwkv-synthetic-vocab.json) as a vocabulary-only
+/// GGUF in the temporary folder, once per process.
+fn rwkv_synthetic() -> std::path::PathBuf {
+    use lse_gguf::{GgufWriter, Value};
+    let path = std::env::temp_dir().join(format!("lse-rwkv-synthetic-{}.gguf", std::process::id()));
+    if path.exists() {
+        return path;
+    }
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/rwkv-synthetic-vocab.json");
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(src).unwrap()).unwrap();
+    let mut w = GgufWriter::new();
+    for (k, x) in v["metadata"].as_object().unwrap() {
+        let value = match x {
+            serde_json::Value::String(s) => Value::String(s.clone()),
+            n => Value::U32(n.as_u64().unwrap() as u32),
+        };
+        w.add_kv(k.as_str(), value);
+    }
+    let strings = v["tokens"].as_array().unwrap().iter().map(|t| Value::String(t.as_str().unwrap().to_string())).collect();
+    w.add_kv("tokenizer.ggml.tokens", Value::Array(strings));
+    let types = v["token_type"].as_array().unwrap().iter().map(|t| Value::I32(t.as_i64().unwrap() as i32)).collect();
+    w.add_kv("tokenizer.ggml.token_type", Value::Array(types));
+    let tmp = path.with_extension("part");
+    w.write(&tmp).unwrap();
+    std::fs::rename(&tmp, &path).unwrap();
+    path
 }
 
 fn ids(v: &serde_json::Value) -> Vec<u32> {

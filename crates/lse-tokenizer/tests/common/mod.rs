@@ -121,63 +121,28 @@ pub fn read_suite(vocab: &Path) -> Vec<(String, Vec<u32>)> {
 }
 
 /// The folder holding llama.cpp's `models/ggml-vocab-*.gguf` files and suites: `LSE_VOCAB_DIR`
-/// if set (the value `repo` forces this repository's copies), else the extracted llama.cpp source beside the repository (`../llamacpp`, as the
-/// project keeps it), else this repository's `data/vocab-extra` (unpacked from its `.xz` files
-/// into the target folder). None when none of them has the files.
+/// if set, else the extracted llama.cpp source beside the repository (`../llamacpp`, as the
+/// project keeps it), else this repository's `data/vocab-extra`, whose vocabularies
+/// `scripts/get-vocabs.sh` fetches by package name on first use. None (after saying why) when
+/// none has them; with `LSE_REQUIRE_MODELS` set that is a failure, so CI never skips.
 pub fn reference_vocab_dir() -> Option<std::path::PathBuf> {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     let repo = manifest.parent()?.parent()?.to_path_buf();
-    let mut candidates = Vec::new();
-    match std::env::var("LSE_VOCAB_DIR") {
-        // "repo": only this repository's copies
-        Ok(d) if d == "repo" => {}
-        Ok(d) => candidates.push(std::path::PathBuf::from(d)),
-        Err(_) => {}
+    let mut candidates: Vec<std::path::PathBuf> = std::env::var_os("LSE_VOCAB_DIR").map(Into::into).into_iter().collect();
+    candidates.push(repo.join("../llamacpp/src/vendor/llama.cpp/models"));
+    candidates.push(repo.join("../llamacpp/vendor/llama.cpp/models"));
+    let ours = repo.join("data/vocab-extra");
+    if !ours.join("ggml-vocab-bert-bge.gguf").exists() {
+        let _ = std::process::Command::new("bash").arg(repo.join("scripts/get-vocabs.sh")).status();
     }
-    if std::env::var("LSE_VOCAB_DIR").as_deref() != Ok("repo") {
-        candidates.push(repo.join("../llamacpp/src/vendor/llama.cpp/models"));
-        candidates.push(repo.join("../llamacpp/vendor/llama.cpp/models"));
-        candidates.push(repo.join("../llamacpp/models"));
+    candidates.push(ours);
+    if let Some(c) = candidates.into_iter().find(|c| c.join("ggml-vocab-bert-bge.gguf").exists()) {
+        return Some(c);
     }
-    for c in candidates {
-        if c.join("ggml-vocab-bert-bge.gguf").exists() {
-            return Some(c);
-        }
+    let why = "llama.cpp vocabularies unavailable (scripts/get-vocabs.sh failed)";
+    if std::env::var_os("LSE_REQUIRE_MODELS").is_some() {
+        panic!("{why} but LSE_REQUIRE_MODELS is set");
     }
-    unpacked_extra(&repo.join("data/vocab-extra"))
-}
-
-/// Unpacks `data/vocab-extra/*.xz` (with the `xz` tool) next to the test binaries, once.
-fn unpacked_extra(dir: &Path) -> Option<std::path::PathBuf> {
-    let entries = std::fs::read_dir(dir).ok()?;
-    let out = std::env::temp_dir().join("lse-vocab-extra");
-    std::fs::create_dir_all(&out).ok()?;
-    for e in entries.flatten() {
-        let p = e.path();
-        let name = p.file_name()?.to_str()?.to_string();
-        if let Some(stem) = name.strip_suffix(".xz") {
-            let target = out.join(stem);
-            if !target.exists() {
-                let tmp = out.join(format!("{stem}.{}.part", std::process::id()));
-                let file = std::fs::File::create(&tmp).ok()?;
-                let ok = std::process::Command::new("xz")
-                    .args(["-dc"])
-                    .arg(&p)
-                    .stdout(file)
-                    .status()
-                    .ok()?
-                    .success();
-                if !ok {
-                    return None;
-                }
-                std::fs::rename(&tmp, &target).ok()?;
-            }
-        } else {
-            let target = out.join(&name);
-            if !target.exists() {
-                std::fs::copy(&p, &target).ok()?;
-            }
-        }
-    }
-    Some(out)
+    eprintln!("{why}; skipping");
+    None
 }
