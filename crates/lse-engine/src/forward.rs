@@ -117,12 +117,15 @@ impl Engine {
                 let n = tokens.len();
                 x.resize(n * e, 0.0);
                 self.backend.get_rows(&m.token_embd, &tokens, &mut x);
+                // (rows, first position) of each session in this launch, in one scan
+                let mut runs: Vec<(usize, usize)> = vec![(0, 0); sessions.len()];
+                for r in ub.iter().rev() {
+                    runs[r.seq] = (runs[r.seq].0 + 1, r.pos);
+                }
                 let mut seqs: Vec<SeqRows> = Vec::new();
                 let mut r0 = 0;
-                for (si, s) in sessions.iter_mut().enumerate() {
-                    let count = ub.iter().filter(|r| r.seq == si).count();
+                for (s, &(count, pos0)) in sessions.iter_mut().zip(&runs) {
                     if count > 0 {
-                        let pos0 = ub.iter().find(|r| r.seq == si).map_or(0, |r| r.pos);
                         seqs.push(SeqRows { state: &mut s.state, r0, n: count, pos0 });
                         r0 += count;
                     }
