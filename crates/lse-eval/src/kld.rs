@@ -134,6 +134,22 @@ impl KldBase {
         }
     }
 
+    /// Skips the records (rows) of `n` scored tokens.
+    pub fn skip(&mut self, n: usize) -> Result<()> {
+        match self {
+            KldBase::Lse(b) => b.skip(n),
+            KldBase::Llama(b) => b.skip(n),
+        }
+    }
+
+    /// The report's `kld.base` (the path as given) and `kld.top_k`.
+    pub fn name_and_top_k(&self) -> (String, usize) {
+        match self {
+            KldBase::Lse(l) => (l.path.display().to_string(), l.header.top_k),
+            KldBase::Llama(l) => (l.path.display().to_string(), l.n_vocab),
+        }
+    }
+
     /// Checks what is known before tokenization: method, ctx (when known), stride (when known), chunks.
     pub fn check_settings(&self, method: Method, ctx: Option<usize>, stride: Option<usize>, chunks: Option<usize>) -> Result<()> {
         match self {
@@ -248,6 +264,13 @@ impl LseBase {
         Ok(())
     }
 
+    /// Skips `n` records (a shard starts at its first window's records).
+    pub fn skip(&mut self, n: usize) -> Result<()> {
+        let bytes = (n as u64).checked_mul(self.buf.len() as u64).and_then(|b| i64::try_from(b).ok());
+        let bytes = bytes.ok_or_else(|| corrupt(&self.path, "skip past the end"))?;
+        self.reader.seek_relative(bytes).map_err(|e| corrupt(&self.path, io_reason(&e)))
+    }
+
     /// Reads the next record into `rec`.
     pub fn next(&mut self, rec: &mut LseRecord) -> Result<()> {
         self.reader.read_exact(&mut self.buf).map_err(|e| corrupt(&self.path, io_reason(&e)))?;
@@ -348,6 +371,13 @@ impl LlamaBase {
         Ok(())
     }
 
+    /// Skips `n` rows (a shard starts at its first chunk's rows).
+    pub fn skip(&mut self, n: usize) -> Result<()> {
+        let bytes = (n as u64).checked_mul(self.buf.len() as u64).and_then(|b| i64::try_from(b).ok());
+        let bytes = bytes.ok_or_else(|| corrupt(&self.path, "skip past the end"))?;
+        self.reader.seek_relative(bytes).map_err(|e| corrupt(&self.path, io_reason(&e)))
+    }
+
     /// Reads the next row into `row`.
     pub fn next(&mut self, row: &mut LlamaRow) -> Result<()> {
         self.reader.read_exact(&mut self.buf).map_err(|e| corrupt(&self.path, io_reason(&e)))?;
@@ -391,39 +421,63 @@ pub fn llama_kld(logits: &[f32], row: &LlamaRow, target: usize) -> (f64, f64, us
     (kld, -(bt as f64), ib, mass)
 }
 
-/// Writes an LSE base: records are buffered (8 + 8K bytes per scored token), the header is written
-/// at the end when the perplexity is known, then the file is renamed into place.
+/// An LSE base's records in memory (8 + 8K bytes per scored token), in scoring order. A run
+/// fills one and writes it with [`LseBaseWriter`]; a shard keeps its part in its shard file.
+#[derive(Debug, Clone, Default)]
+pub struct BaseRecords {
+    pub top_k: usize,
+    pub bytes: Vec<u8>,
+    pub count: usize,
+}
+
+impl BaseRecords {
+    pub fn new(top_k: usize) -> BaseRecords {
+        BaseRecords { top_k, bytes: Vec::new(), count: 0 }
+    }
+
+    /// Bytes per record.
+    pub fn record_size(top_k: usize) -> usize {
+        8 + 8 * top_k
+    }
+
+    /// Appends one record; `top` holds up to K (id, log-prob) pairs, best first (missing ones are
+    /// written as id 0, log-prob -inf).
+    pub fn push(&mut self, nll: f64, top: impl Iterator<Item = (u32, f32)>) {
+        self.bytes.extend_from_slice(&nll.to_le_bytes());
+        let mut n = 0;
+        for (id, lp) in top.take(self.top_k) {
+            self.bytes.extend_from_slice(&id.to_le_bytes());
+            self.bytes.extend_from_slice(&lp.to_le_bytes());
+            n += 1;
+        }
+        for _ in n..self.top_k {
+            self.bytes.extend_from_slice(&0u32.to_le_bytes());
+            self.bytes.extend_from_slice(&f32::NEG_INFINITY.to_le_bytes());
+        }
+        self.count += 1;
+    }
+
+    /// Appends another part's records (same K).
+    pub fn extend(&mut self, other: &BaseRecords) {
+        self.bytes.extend_from_slice(&other.bytes);
+        self.count += other.count;
+    }
+}
+
+/// Writes an LSE base: the header (known at the end, with the perplexity) and the records, then
+/// renames the file into place.
 pub struct LseBaseWriter {
     file: AtomicFile,
-    top_k: usize,
-    records: Vec<u8>,
-    count: usize,
 }
 
 impl LseBaseWriter {
     /// Creates the temporary file now (proving the path writable).
-    pub fn create(path: &Path, top_k: usize) -> Result<LseBaseWriter> {
-        Ok(LseBaseWriter { file: AtomicFile::create(path, "KLD base")?, top_k, records: Vec::new(), count: 0 })
+    pub fn create(path: &Path) -> Result<LseBaseWriter> {
+        Ok(LseBaseWriter { file: AtomicFile::create(path, "KLD base")? })
     }
 
     pub fn path(&self) -> &Path {
         self.file.path()
-    }
-
-    /// Appends one record; `top` holds exactly K (id, log-prob) pairs, best first.
-    pub fn push(&mut self, nll: f64, top: impl Iterator<Item = (u32, f32)>) {
-        self.records.extend_from_slice(&nll.to_le_bytes());
-        let mut n = 0;
-        for (id, lp) in top.take(self.top_k) {
-            self.records.extend_from_slice(&id.to_le_bytes());
-            self.records.extend_from_slice(&lp.to_le_bytes());
-            n += 1;
-        }
-        for _ in n..self.top_k {
-            self.records.extend_from_slice(&0u32.to_le_bytes());
-            self.records.extend_from_slice(&f32::NEG_INFINITY.to_le_bytes());
-        }
-        self.count += 1;
     }
 
     /// The header JSON of SPEC §5.1.
@@ -448,20 +502,15 @@ impl LseBaseWriter {
     }
 
     /// Writes header + records and renames the file into place.
-    pub fn finish(mut self, header: &Value) -> Result<()> {
+    pub fn finish(mut self, header: &Value, records: &BaseRecords) -> Result<()> {
         let h = serde_json::to_vec(header).expect("JSON");
         let pad = (pad8(12 + h.len() as u64) - (12 + h.len() as u64)) as usize;
-        let records = std::mem::take(&mut self.records);
         self.file.commit_with(|w| {
             w.write_all(LSE_MAGIC)?;
             w.write_all(&(h.len() as u32).to_le_bytes())?;
             w.write_all(&h)?;
             w.write_all(&[0u8; 8][..pad])?;
-            w.write_all(&records)
+            w.write_all(&records.bytes)
         })
-    }
-
-    pub fn count(&self) -> usize {
-        self.count
     }
 }

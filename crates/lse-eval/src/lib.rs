@@ -13,17 +13,22 @@ pub mod conditional;
 pub mod error;
 pub mod input;
 pub mod kld;
+pub mod merge;
 pub mod plan;
 pub mod report;
 pub mod request;
 pub mod run;
 pub mod scorer;
+pub mod shard_file;
 pub mod stats;
+pub mod summary;
 
 pub use error::EvalError;
 pub use input::{read_pairs_file, read_text_file, read_text_file_verbatim, read_tokens_file, token_ids_sha256, PairRecord};
 pub use plan::{Method, Window};
-pub use request::{PerplexityInput, PerplexityRequest};
+pub use merge::merge;
+pub use request::{MergeRequest, PerplexityInput, PerplexityRequest, ShardSpec};
+pub use shard_file::file_sha256;
 pub use run::{preflight, run_prepared, run_with, NoProgress, Preflight, Progress, ProgressInfo};
 pub use scorer::{Reduction, RowRequest, Scorer};
 

@@ -39,6 +39,143 @@ pub struct PerplexityRequest {
     pub kld_base: Option<PathBuf>,
     pub include_windows: bool,
     pub include_token_ids: bool,
+    /// Score only this shard's share of the windows and write a shard file (SPEC-extension, see
+    /// `shard_file`) to `shard_out` instead of a report.
+    pub shard: Option<ShardSpec>,
+    pub shard_out: Option<PathBuf>,
+    /// SHA-256 of the model file, recorded in a shard file's plan fingerprint (front ends fill it).
+    pub model_sha256: Option<String>,
+}
+
+/// `--perplexity-shard I/N`: shard `index` (0-based) of `count`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShardSpec {
+    pub index: usize,
+    pub count: usize,
+}
+
+impl ShardSpec {
+    /// Parses `I/N`, `auto` or `auto/N`. `auto` takes the index from a Slurm job array
+    /// (`SLURM_ARRAY_TASK_ID` minus `SLURM_ARRAY_TASK_MIN`, count `SLURM_ARRAY_TASK_COUNT`) or a
+    /// Kubernetes Indexed Job (`JOB_COMPLETION_INDEX`, count from `auto/N`); `env` looks variables up.
+    pub fn parse(s: &str, env: impl Fn(&str) -> Option<String>) -> Result<ShardSpec> {
+        let bad = |m: String| Err(EvalError::InvalidOption(m));
+        let num = |what: &str, v: &str| -> Result<usize> {
+            v.trim().parse::<usize>().map_err(|_| EvalError::InvalidOption(format!("--perplexity-shard: {what} must be a non-negative integer, got '{v}'")))
+        };
+        let (head, count) = match s.split_once('/') {
+            Some((h, n)) => (h, Some(num("the shard count N", n)?)),
+            None => (s, None),
+        };
+        let spec = if head == "auto" {
+            if let Some(id) = env("SLURM_ARRAY_TASK_ID") {
+                let id = num("SLURM_ARRAY_TASK_ID", &id)?;
+                let min = env("SLURM_ARRAY_TASK_MIN").map(|m| num("SLURM_ARRAY_TASK_MIN", &m)).transpose()?.unwrap_or(0);
+                if let Some(step) = env("SLURM_ARRAY_TASK_STEP") {
+                    if num("SLURM_ARRAY_TASK_STEP", &step)? != 1 {
+                        return bad(format!("--perplexity-shard auto: the Slurm array has step {step}; use a contiguous array (--array=0-{{N-1}})"));
+                    }
+                }
+                let slurm_count = env("SLURM_ARRAY_TASK_COUNT").map(|c| num("SLURM_ARRAY_TASK_COUNT", &c)).transpose()?;
+                let count = match (count, slurm_count) {
+                    (Some(n), Some(c)) if n != c => {
+                        return bad(format!("--perplexity-shard auto/{n}: the Slurm array has {c} tasks (SLURM_ARRAY_TASK_COUNT)"))
+                    }
+                    (Some(n), _) | (None, Some(n)) => n,
+                    (None, None) => return bad("--perplexity-shard auto: SLURM_ARRAY_TASK_COUNT is not set; give the count as auto/N".into()),
+                };
+                if id < min {
+                    return bad(format!("--perplexity-shard auto: SLURM_ARRAY_TASK_ID {id} is below SLURM_ARRAY_TASK_MIN {min}"));
+                }
+                ShardSpec { index: id - min, count }
+            } else if let Some(i) = env("JOB_COMPLETION_INDEX") {
+                let index = num("JOB_COMPLETION_INDEX", &i)?;
+                match count {
+                    Some(count) => ShardSpec { index, count },
+                    None => return bad("--perplexity-shard auto: JOB_COMPLETION_INDEX gives the index but not the count; use auto/N (N = the Job's completions)".into()),
+                }
+            } else {
+                return bad("--perplexity-shard auto: neither SLURM_ARRAY_TASK_ID nor JOB_COMPLETION_INDEX is set (outside a Slurm job array or a Kubernetes Indexed Job, use I/N)".into());
+            }
+        } else {
+            match count {
+                Some(count) => ShardSpec { index: num("the shard index I", head)?, count },
+                None => return bad(format!("--perplexity-shard must be I/N (0-based shard I of N), auto or auto/N, got '{s}'")),
+            }
+        };
+        spec.check()?;
+        Ok(spec)
+    }
+
+    pub fn check(&self) -> Result<()> {
+        if self.count == 0 {
+            return Err(EvalError::InvalidOption("--perplexity-shard: the shard count N must be at least 1".into()));
+        }
+        if self.index >= self.count {
+            return Err(EvalError::InvalidOption(format!(
+                "--perplexity-shard {}/{}: the index must be below the count (shards are numbered 0 to {})",
+                self.index,
+                self.count,
+                self.count - 1
+            )));
+        }
+        Ok(())
+    }
+
+    /// This shard's contiguous share `[first, end)` of `windows` planned windows.
+    pub fn range(&self, windows: usize) -> (usize, usize) {
+        (self.index * windows / self.count, (self.index + 1) * windows / self.count)
+    }
+}
+
+/// `--perplexity-merge SHARD...`: shard files of one plan, merged into the report and the base.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct MergeRequest {
+    pub shards: Vec<PathBuf>,
+    /// Where the merged KL base goes (default: the `--perplexity-kld-base-out` the shards were given).
+    pub kld_base_out: Option<PathBuf>,
+    pub include_windows: bool,
+    pub include_token_ids: bool,
+}
+
+impl MergeRequest {
+    pub fn validate(&self) -> Result<()> {
+        if self.shards.is_empty() {
+            return Err(EvalError::InvalidOption("--perplexity-merge needs at least one shard file".into()));
+        }
+        Ok(())
+    }
+
+    /// From JSON: `shards` (array of paths), `kld_base_out`, `include_windows`, `include_token_ids`.
+    pub fn from_json(v: &Value) -> Result<MergeRequest> {
+        let bad = |m: &str| EvalError::InvalidOption(m.to_string());
+        let o = v.as_object().ok_or_else(|| bad("merge request must be a JSON object"))?;
+        let mut r = MergeRequest::default();
+        for (k, x) in o {
+            match k.as_str() {
+                "shards" => {
+                    let arr = x.as_array().ok_or_else(|| bad("merge request field shards must be an array of paths"))?;
+                    r.shards = arr
+                        .iter()
+                        .map(|p| p.as_str().map(PathBuf::from).ok_or_else(|| bad("merge request field shards must be an array of paths")))
+                        .collect::<Result<_>>()?;
+                }
+                "kld_base_out" if x.is_null() => {}
+                "kld_base_out" => {
+                    r.kld_base_out = Some(PathBuf::from(x.as_str().ok_or_else(|| bad("merge request field kld_base_out must be a path"))?))
+                }
+                "include_windows" => r.include_windows = x.as_bool().ok_or_else(|| bad("include_windows must be true or false"))?,
+                "include_token_ids" => r.include_token_ids = x.as_bool().ok_or_else(|| bad("include_token_ids must be true or false"))?,
+                other => {
+                    return Err(EvalError::InvalidOption(format!(
+                        "unknown merge request field \"{other}\" (allowed: shards, kld_base_out, include_windows, include_token_ids)"
+                    )))
+                }
+            }
+        }
+        r.validate()?;
+        Ok(r)
+    }
 }
 
 impl Default for PerplexityRequest {
@@ -54,6 +191,9 @@ impl Default for PerplexityRequest {
             kld_base: None,
             include_windows: false,
             include_token_ids: false,
+            shard: None,
+            shard_out: None,
+            model_sha256: None,
         }
     }
 }
@@ -88,6 +228,12 @@ impl PerplexityRequest {
             if !(1..=MAX_TOP_K).contains(&k) {
                 return bad(format!("--perplexity-kld-top-k must be between 1 and {MAX_TOP_K}, got {k}"));
             }
+        }
+        match (&self.shard, &self.shard_out) {
+            (Some(s), Some(_)) => s.check()?,
+            (Some(_), None) => return bad("--perplexity-shard needs --perplexity-output PATH: where the shard file goes".into()),
+            (None, Some(_)) => return bad("a shard file path (shard_out) needs --perplexity-shard".into()),
+            (None, None) => {}
         }
         if self.chunks == Some(0) {
             return bad("--perplexity-chunks must be at least 1".into());
@@ -175,9 +321,24 @@ impl PerplexityRequest {
                 "kld_base" => r.kld_base = path(k, x)?,
                 "include_windows" => r.include_windows = flag(k, x)?,
                 "include_token_ids" => r.include_token_ids = flag(k, x)?,
+                "shard" => {
+                    if !x.is_null() {
+                        let so = x.as_object().ok_or_else(|| bad("request field shard must be {\"index\": I, \"count\": N}".into()))?;
+                        let field = |f: &str| {
+                            so.get(f).and_then(Value::as_u64).map(|n| n as usize).ok_or_else(|| bad(format!("request field shard.{f} must be a non-negative integer")))
+                        };
+                        r.shard = Some(ShardSpec { index: field("index")?, count: field("count")? });
+                    }
+                }
+                "shard_out" => r.shard_out = path(k, x)?,
+                "model_sha256" => {
+                    if !x.is_null() {
+                        r.model_sha256 = Some(x.as_str().ok_or_else(|| bad("request field model_sha256 must be a string".into()))?.to_string());
+                    }
+                }
                 other => {
                     return Err(bad(format!(
-                        "unknown request field \"{other}\" (allowed: text, tokens, pairs, method, ctx, stride, chunks, kld_base_out, kld_top_k, kld_base, include_windows, include_token_ids)"
+                        "unknown request field \"{other}\" (allowed: text, tokens, pairs, method, ctx, stride, chunks, kld_base_out, kld_top_k, kld_base, include_windows, include_token_ids, shard, shard_out, model_sha256)"
                     )))
                 }
             }

@@ -3,13 +3,15 @@
 
 use crate::error::{EvalError, Result};
 use crate::input::token_ids_sha256;
-use crate::kld::{llama_kld, KldBase, LlamaRow, LseBaseWriter, LseRecord, RunIdentity};
+use crate::atomic::AtomicFile;
+use crate::kld::{llama_kld, BaseRecords, KldBase, LlamaRow, LseBaseWriter, LseRecord, RunIdentity};
 use crate::plan::{plan_chunks, plan_pairs, plan_sliding, Method, Window};
-use crate::report::num;
-use crate::request::{PerplexityInput, PerplexityRequest, DEFAULT_CTX};
+use crate::request::{PerplexityInput, PerplexityRequest, ShardSpec, DEFAULT_CTX};
 use crate::scorer::{Reduction, RowRequest, Scorer};
-use crate::stats::{kld_top_k, log_prob, percentile, Moments};
-use serde_json::{json, Map, Value};
+use crate::shard_file::{file_sha256, ShardFile, LSE_VERSION};
+use crate::stats::{kld_top_k, log_prob, Moments};
+use crate::summary::{finish, Outcome, RunMeta, WindowKld, WindowRecord};
+use serde_json::{json, Value};
 use std::time::Instant;
 
 /// Where a run stands, passed to `Progress::update` after every window (and once before the first).
@@ -40,6 +42,8 @@ impl Progress for NoProgress {
 pub struct Preflight {
     base: Option<KldBase>,
     base_out: Option<LseBaseWriter>,
+    /// A shard run: its spec, its shard file, and the compared base's SHA-256.
+    shard: Option<(ShardSpec, AtomicFile, Option<String>)>,
 }
 
 /// Validates `req` and opens its files. Call before loading the model to fail fast.
@@ -61,67 +65,36 @@ pub fn preflight(req: &PerplexityRequest) -> Result<Preflight> {
         }
         None => None,
     };
-    let base_out = match &req.kld_base_out {
-        Some(p) => {
-            if req.kld_base.as_deref() == Some(p.as_path()) {
-                return Err(EvalError::InvalidOption(format!(
-                    "--perplexity-kld-base-out {} is also the base being compared against",
-                    p.display()
-                )));
-            }
-            Some(LseBaseWriter::create(p, req.top_k())?)
+    if let Some(p) = &req.kld_base_out {
+        if req.kld_base.as_deref() == Some(p.as_path()) {
+            return Err(EvalError::InvalidOption(format!(
+                "--perplexity-kld-base-out {} is also the base being compared against",
+                p.display()
+            )));
         }
-        None => None,
+    }
+    // A shard records its part of the base in its shard file; the merge writes the base.
+    let shard = match (req.shard, &req.shard_out) {
+        (Some(spec), Some(out)) => {
+            let base_sha = match &req.kld_base {
+                Some(p) => Some(file_sha256(p, "KLD base")?),
+                None => None,
+            };
+            Some((spec, AtomicFile::create(out, "shard file")?, base_sha))
+        }
+        _ => None,
     };
-    Ok(Preflight { base, base_out })
+    let base_out = match (&req.kld_base_out, &shard) {
+        (Some(p), None) => Some(LseBaseWriter::create(p)?),
+        _ => None,
+    };
+    Ok(Preflight { base, base_out, shard })
 }
 
 /// `preflight` + `run_prepared`.
 pub fn run_with<S: Scorer>(scorer: &S, req: &PerplexityRequest, progress: &mut dyn Progress) -> Result<Value> {
     let pre = preflight(req)?;
     run_prepared(scorer, req, pre, progress)
-}
-
-struct KldStats {
-    nll_b: Moments,
-    log_ratio: Moments,
-    kld: Moments,
-    klds: Vec<f64>,
-    kld_max: f64,
-    same_top: usize,
-    delta_p: Moments,
-    top_mass: f64,
-}
-
-impl KldStats {
-    fn new() -> Self {
-        KldStats {
-            nll_b: Moments::default(),
-            log_ratio: Moments::default(),
-            kld: Moments::default(),
-            klds: Vec::new(),
-            kld_max: f64::NEG_INFINITY,
-            same_top: 0,
-            delta_p: Moments::default(),
-            top_mass: 0.0,
-        }
-    }
-    fn add(&mut self, nll: f64, base_nll: f64, kld: f64, same: bool, top_mass: f64) {
-        self.nll_b.add(base_nll);
-        self.log_ratio.add(nll - base_nll);
-        self.kld.add(kld);
-        self.klds.push(kld);
-        self.kld_max = self.kld_max.max(kld);
-        self.same_top += same as usize;
-        self.delta_p.add((-nll).exp() - (-base_nll).exp());
-        self.top_mass += top_mass;
-    }
-}
-
-struct WindowStat {
-    nll_sum: f64,
-    scored: usize,
-    seconds: f64,
 }
 
 fn non_finite(w: &Window, pos: usize) -> EvalError {
@@ -155,7 +128,7 @@ pub fn reduce_full(row: &[f32], ids: &[u32], top_k: usize) -> Reduction {
 /// Runs a prepared request on `scorer` and returns the SPEC §4 report.
 pub fn run_prepared<S: Scorer>(scorer: &S, req: &PerplexityRequest, pre: Preflight, progress: &mut dyn Progress) -> Result<Value> {
     let t0 = Instant::now();
-    let Preflight { mut base, mut base_out } = pre;
+    let Preflight { mut base, base_out, shard } = pre;
     let method = req.method();
     let n_vocab = scorer.n_vocab();
     let kv = scorer.kv_capacity();
@@ -228,7 +201,7 @@ pub fn run_prepared<S: Scorer>(scorer: &S, req: &PerplexityRequest, pre: Preflig
             _ => format!("--perplexity-ctx {ctx} scores no token (a window scores only its second half): use a ctx of at least 3"),
         }));
     }
-    let tokens_total: usize = windows.iter().map(|w| if w.scored() > 0 { w.len() } else { 0 }).sum();
+
     let run = RunIdentity {
         token_ids_sha256: sha.clone(),
         tokens: tokens.len(),
@@ -255,36 +228,42 @@ pub fn run_prepared<S: Scorer>(scorer: &S, req: &PerplexityRequest, pre: Preflig
         }
         None => {}
     }
-    let k_out = if base_out.is_some() { req.top_k() } else { 0 };
+    let k_out = if req.kld_base_out.is_some() { req.top_k() } else { 0 };
     if k_out > n_vocab {
         return Err(EvalError::InvalidOption(format!("--perplexity-kld-top-k {k_out} exceeds the vocabulary size {n_vocab}")));
     }
 
-    // 3. Score.
+    // 3. Score this run's windows (a shard's share, or all).
+    let (w0, w1) = shard.as_ref().map_or((0, windows.len()), |s| s.0.range(windows.len()));
+    let mine = &windows[w0..w1];
+    if let Some(b) = base.as_mut() {
+        b.skip(windows[..w0].iter().map(|w| w.scored()).sum())?;
+    }
+    let tokens_total: usize = mine.iter().map(|w| if w.scored() > 0 { w.len() } else { 0 }).sum();
     let head_rows = scorer.head_rows().max(1);
-    let mut nll = Moments::default();
-    let mut kst = KldStats::new();
-    let mut wstats = Vec::with_capacity(windows.len());
+    let mut records: Vec<WindowRecord> = Vec::with_capacity(mine.len());
+    let mut base_records = (k_out > 0).then(|| BaseRecords::new(k_out));
     let mut prefill_tokens = 0usize;
     let mut lse_recs: Vec<LseRecord> = Vec::new();
     let mut llama_row = LlamaRow::default();
     progress.update(&ProgressInfo {
         windows_done: 0,
-        windows_total: windows.len(),
+        windows_total: mine.len(),
         tokens_done: 0,
         tokens_total,
         elapsed_seconds: t0.elapsed().as_secs_f64(),
     });
     let per_pass = scorer.windows_per_pass(ctx).max(1);
     let mut prefilled: std::collections::VecDeque<S::Rows> = Default::default();
-    for (wi, w) in windows.iter().enumerate() {
+    for (wi, w) in mine.iter().enumerate() {
         let tw = Instant::now();
         let positions: Vec<usize> = w.positions().collect();
-        let mut wsum = 0.0;
+        let mut wnll = Moments::default();
+        let mut wkld = base.as_ref().map(|_| WindowKld::default());
         if !positions.is_empty() {
             if prefilled.is_empty() {
                 // this window and the next scored ones that share its pass
-                let group: Vec<(Vec<u32>, Vec<usize>)> = windows[wi..]
+                let group: Vec<(Vec<u32>, Vec<usize>)> = mine[wi..]
                     .iter()
                     .filter(|g| g.scored() > 0)
                     .take(per_pass)
@@ -358,9 +337,8 @@ pub fn run_prepared<S: Scorer>(scorer: &S, req: &PerplexityRequest, pre: Preflig
                     }
                     let ln_s = r.sum_exp.ln();
                     let v = -log_prob(r.picked[0], r.max, ln_s);
-                    nll.add(v);
-                    wsum += v;
-                    if let Some(out) = base_out.as_mut() {
+                    wnll.add(v);
+                    if let Some(out) = base_records.as_mut() {
                         out.push(v, r.top.iter().map(|&(id, l)| (id, log_prob(l, r.max, ln_s) as f32)));
                     }
                     match &base {
@@ -369,21 +347,33 @@ pub fn run_prepared<S: Scorer>(scorer: &S, req: &PerplexityRequest, pre: Preflig
                             let base_lp: Vec<f64> = rec.logp.iter().map(|&x| x as f64).collect();
                             let this_lp: Vec<f64> = r.picked[1..].iter().map(|&l| log_prob(l, r.max, ln_s)).collect();
                             let (k, mass) = kld_top_k(&base_lp, &this_lp);
-                            kst.add(v, rec.nll, k, rec.ids.first() == Some(&r.argmax), mass);
+                            if let Some(a) = wkld.as_mut() {
+                                a.add(v, rec.nll, k, rec.ids.first() == Some(&r.argmax), mass);
+                            }
                         }
                         Some(KldBase::Llama(_)) => {
                             let (k, base_nll, ib, mass) = llama_klds[j];
-                            kst.add(v, base_nll, k, ib == r.argmax as usize, mass);
+                            if let Some(a) = wkld.as_mut() {
+                                a.add(v, base_nll, k, ib == r.argmax as usize, mass);
+                            }
                         }
                         None => {}
                     }
                 }
             }
         }
-        wstats.push(WindowStat { nll_sum: wsum, scored: w.scored(), seconds: tw.elapsed().as_secs_f64() });
+        records.push(WindowRecord {
+            index: w.index,
+            begin: w.begin,
+            end: w.end,
+            first_target: w.first_target,
+            nll: wnll,
+            seconds: tw.elapsed().as_secs_f64(),
+            kld: wkld,
+        });
         progress.update(&ProgressInfo {
-            windows_done: wstats.len(),
-            windows_total: windows.len(),
+            windows_done: records.len(),
+            windows_total: mine.len(),
             tokens_done: prefill_tokens,
             tokens_total,
             elapsed_seconds: t0.elapsed().as_secs_f64(),
@@ -391,92 +381,43 @@ pub fn run_prepared<S: Scorer>(scorer: &S, req: &PerplexityRequest, pre: Preflig
     }
     progress.finish();
 
-    // 4. Report.
-    let mean_nll = nll.mean();
-    let ppl = mean_nll.exp();
-    let ppl_unc = ppl * nll.sem();
-    let elapsed = t0.elapsed().as_secs_f64();
-    check_finite("perplexity", ppl)?;
-    check_finite("perplexity_uncertainty", ppl_unc)?;
-    let mut rep = Map::new();
-    rep.insert("object".into(), json!("lse.perplexity"));
-    rep.insert("tokens".into(), json!(tokens.len()));
-    rep.insert("token_ids_sha256".into(), json!(sha));
-    if req.include_token_ids {
-        rep.insert("token_ids".into(), json!(tokens));
-    }
-    rep.insert("method".into(), json!(method.name()));
-    rep.insert("ctx".into(), json!(ctx));
-    rep.insert("stride".into(), json!(stride));
-    rep.insert("windows_scored".into(), json!(windows.len()));
-    rep.insert("scored_tokens".into(), json!(scored_total));
-    rep.insert("mean_nll".into(), num(mean_nll));
-    rep.insert("perplexity".into(), num(ppl));
-    rep.insert("perplexity_uncertainty".into(), num(ppl_unc));
-    rep.insert("elapsed_seconds".into(), num(elapsed));
-    rep.insert("prefill_tokens".into(), json!(prefill_tokens));
-    rep.insert("prefill_tokens_per_second".into(), num(if elapsed > 0.0 { prefill_tokens as f64 / elapsed } else { 0.0 }));
-    rep.insert("config".into(), scorer.config_json());
-    if let Some(b) = &base {
-        let n = kst.kld.n;
-        let (name, top_k) = match b {
-            KldBase::Lse(l) => (l.path.display().to_string(), l.header.top_k),
-            KldBase::Llama(l) => (l.path.display().to_string(), l.n_vocab),
+    // 4. The shard file, or the report (and the base).
+    let meta = RunMeta {
+        run,
+        model: scorer.model_json(),
+        config: scorer.config_json(),
+        kld_base: base.as_ref().map(KldBase::name_and_top_k),
+        base_top_k: k_out,
+    };
+    let elapsed_seconds = t0.elapsed().as_secs_f64();
+    if let Some((spec, out, base_sha)) = shard {
+        let path = out.path().display().to_string();
+        let file = ShardFile {
+            lse_version: LSE_VERSION.to_string(),
+            index: spec.index,
+            count: spec.count,
+            first_window: w0,
+            end_window: w1,
+            meta,
+            model_sha256: req.model_sha256.clone(),
+            kld_base_sha256: base_sha,
+            kld_base_out: req.kld_base_out.as_ref().map(|p| p.display().to_string()),
+            include_windows: req.include_windows,
+            include_token_ids: req.include_token_ids,
+            elapsed_seconds,
+            prefill_tokens,
+            token_ids: tokens,
+            records,
+            base: base_records,
         };
-        let base_ppl = kst.nll_b.mean().exp();
-        kst.klds.sort_by(f64::total_cmp);
-        let top = if n > 0 { kst.same_top as f64 / n as f64 } else { 0.0 };
-        let top_unc = if n > 1 { (top * (1.0 - top) / (n as f64 - 1.0)).max(0.0).sqrt() } else { 0.0 };
-        let rms = if n > 0 { (kst.delta_p.sum_sq / n as f64).sqrt() } else { 0.0 };
-        let vals = [
-            ("base_perplexity", base_ppl),
-            ("perplexity", ppl),
-            ("delta_perplexity", ppl - base_ppl),
-            ("perplexity_ratio", ppl / base_ppl),
-            ("mean_log_ratio", kst.log_ratio.mean()),
-            ("mean_log_ratio_uncertainty", kst.log_ratio.sem()),
-            ("mean_kld", kst.kld.mean()),
-            ("mean_kld_uncertainty", kst.kld.sem()),
-            ("kld_p99", percentile(&kst.klds, 0.99)),
-            ("kld_max", if n > 0 { kst.kld_max } else { 0.0 }),
-            ("same_top", top),
-            ("same_top_uncertainty", top_unc),
-            ("mean_delta_p", kst.delta_p.mean()),
-            ("mean_delta_p_uncertainty", kst.delta_p.sem()),
-            ("rms_delta_p", rms),
-            ("mean_base_top_mass", if n > 0 { kst.top_mass / n as f64 } else { 0.0 }),
-        ];
-        let mut k = Map::new();
-        k.insert("base".into(), json!(name));
-        k.insert("top_k".into(), json!(top_k));
-        k.insert("tokens".into(), json!(n));
-        for (key, x) in vals {
-            check_finite(key, x)?;
-            k.insert(key.into(), num(x));
-        }
-        rep.insert("kld".into(), Value::Object(k));
+        file.write(out)?;
+        return Ok(json!({
+            "object": "lse.perplexity-shard", "shard_index": spec.index, "shard_count": spec.count,
+            "first_window": w0, "end_window": w1, "windows": windows.len(), "path": path,
+        }));
     }
-    if req.include_windows {
-        let arr: Vec<Value> = windows
-            .iter()
-            .zip(&wstats)
-            .map(|(w, s)| {
-                let mean = if s.scored > 0 { s.nll_sum / s.scored as f64 } else { 0.0 };
-                json!({
-                    "index": w.index, "begin": w.begin, "end": w.end, "first_target": w.first_target,
-                    "scored": s.scored, "nll_sum": num(s.nll_sum), "mean_nll": num(mean),
-                    "perplexity": num(mean.exp()), "seconds": num(s.seconds),
-                })
-            })
-            .collect();
-        rep.insert("windows".into(), Value::Array(arr));
-    }
-    if let Some(out) = base_out {
-        let header = LseBaseWriter::header(&run, k_out, ppl, scorer.model_json(), scorer.config_json());
-        debug_assert_eq!(out.count(), scored_total);
-        out.finish(&header)?;
-    }
-    Ok(Value::Object(rep))
+    let outcome = Outcome { token_ids: &tokens, records: &records, base_records: base_records.as_ref(), elapsed_seconds, prefill_tokens };
+    finish(&meta, &outcome, req.include_windows, req.include_token_ids, base_out)
 }
 
 fn check_kv(len: usize, kv: usize) -> Result<()> {
@@ -486,12 +427,4 @@ fn check_kv(len: usize, kv: usize) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-fn check_finite(what: &str, x: f64) -> Result<()> {
-    if x.is_finite() {
-        Ok(())
-    } else {
-        Err(EvalError::Engine(format!("{what} is not finite ({x})")))
-    }
 }

@@ -1,7 +1,7 @@
 //! Running sums and the statistics of SPEC §4/§5.2.
 
 /// Sum and sum of squares of a per-token quantity, in f64.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Moments {
     pub n: usize,
     pub sum: f64,
@@ -13,6 +13,12 @@ impl Moments {
         self.n += 1;
         self.sum += x;
         self.sum_sq += x * x;
+    }
+    /// Adds another run of the same quantity (its count, sum and sum of squares), in f64.
+    pub fn merge(&mut self, o: &Moments) {
+        self.n += o.n;
+        self.sum += o.sum;
+        self.sum_sq += o.sum_sq;
     }
     pub fn mean(&self) -> f64 {
         if self.n == 0 {
