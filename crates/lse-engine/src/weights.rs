@@ -17,6 +17,8 @@ pub struct Matrix {
     pub n: usize,
     file: Arc<GgufFile>,
     index: usize,
+    /// Byte range `(start, len)` inside the tensor: one expert of a 3-D expert tensor; `None` = all of it.
+    part: Option<(usize, usize)>,
     /// The weights repacked for the register-tiled kernels, made on first use (shared by clones).
     packed: Arc<std::sync::OnceLock<Option<lse_kernels::PackedMatrix>>>,
     /// Bytes of every packed copy made from this file (for the memory report).
@@ -26,7 +28,11 @@ pub struct Matrix {
 impl Matrix {
     /// The stored bytes (`n` rows of `row_bytes()`).
     pub fn bytes(&self) -> &[u8] {
-        self.file.tensor_data(&self.file.tensors()[self.index])
+        let data = self.file.tensor_data(&self.file.tensors()[self.index]);
+        match self.part {
+            Some((start, len)) => &data[start..start + len],
+            None => data,
+        }
     }
 
     /// Bytes of one row.
@@ -42,7 +48,12 @@ impl Matrix {
                 let p = lse_kernels::PackedMatrix::new(pool, self.ty, self.bytes(), self.n, self.k);
                 if let Some(p) = &p {
                     // the packed copy replaces the mapped bytes for the matmul: hold the weights once
-                    self.file.release_tensor_pages(&self.file.tensors()[self.index]);
+                    let mut t = self.file.tensors()[self.index].clone();
+                    if let Some((start, len)) = self.part {
+                        t.offset += start as u64;
+                        t.n_bytes = len as u64;
+                    }
+                    self.file.release_tensor_pages(&t);
                     self.packed_total.fetch_add(p.size_bytes(), Ordering::Relaxed);
                 }
                 p
@@ -101,7 +112,38 @@ impl Weights {
         if !lse_kernels::supports(t.ggml_type) {
             return Err(EngineError::UnsupportedTensorType(name.to_string(), t.ggml_type.name()));
         }
-        Ok(Some(Matrix { name: name.to_string(), ty: t.ggml_type, k, n, file: self.file.clone(), index, packed: Default::default(), packed_total: self.packed_total.clone() }))
+        Ok(Some(Matrix { name: name.to_string(), ty: t.ggml_type, k, n, file: self.file.clone(), index, part: None, packed: Default::default(), packed_total: self.packed_total.clone() }))
+    }
+
+    /// The experts of a 3-D tensor (ggml dims `[k, n, n_expert]`) as `n_expert` matrices of `n`
+    /// rows by `k`, each a view of its slice of the file; `None` when the tensor is absent.
+    pub fn opt_expert_matrices(&self, name: &str, k: usize, n: usize, n_expert: usize) -> Result<Option<Vec<Matrix>>, EngineError> {
+        let Some((index, t)) = self.find(name) else {
+            return Ok(None);
+        };
+        let want = [k as u64, n as u64, n_expert as u64];
+        if trim_dims(&t.dims) != trim_dims(&want) {
+            return Err(EngineError::ShapeMismatch { name: name.to_string(), got: t.dims.clone(), want: want.to_vec() });
+        }
+        if !lse_kernels::supports(t.ggml_type) {
+            return Err(EngineError::UnsupportedTensorType(name.to_string(), t.ggml_type.name()));
+        }
+        let per = t.ggml_type.row_bytes(k).ok_or_else(|| EngineError::UnsupportedTensorType(name.to_string(), t.ggml_type.name()))? * n;
+        Ok(Some(
+            (0..n_expert)
+                .map(|x| Matrix {
+                    name: format!("{name}[{x}]"),
+                    ty: t.ggml_type,
+                    k,
+                    n,
+                    file: self.file.clone(),
+                    index,
+                    part: Some((x * per, per)),
+                    packed: Default::default(),
+                    packed_total: self.packed_total.clone(),
+                })
+                .collect(),
+        ))
     }
 
     /// A required 1-D tensor of `len` elements, as f32.

@@ -6,6 +6,8 @@ pub mod llama;
 pub mod qwen2;
 pub mod qwen3;
 pub mod qwen35;
+pub mod qwen35moe;
+pub mod qwen3moe;
 
 use crate::blocks::attention::AttnConfig;
 use crate::kv_cache::LayerKv;
@@ -65,7 +67,7 @@ pub trait Architecture: Send + Sync {
 }
 
 /// Architectures this engine runs.
-pub const SUPPORTED: &[&str] = &["llama", "qwen2", "qwen3", "gemma3", "qwen35"];
+pub const SUPPORTED: &[&str] = &["llama", "qwen2", "qwen3", "gemma3", "qwen35", "qwen3moe", "qwen35moe"];
 
 /// Loads the architecture named by the file's `general.architecture`.
 pub fn load_architecture(w: &Weights) -> Result<Box<dyn Architecture>, EngineError> {
@@ -75,6 +77,8 @@ pub fn load_architecture(w: &Weights) -> Result<Box<dyn Architecture>, EngineErr
         "qwen3" => qwen3::load(w),
         "gemma3" => gemma3::load(w),
         "qwen35" => qwen35::load(w),
+        "qwen3moe" => qwen3moe::load(w),
+        "qwen35moe" => qwen35moe::load(w),
         other => Err(EngineError::UnsupportedArchitecture(other.to_string())),
     }
 }

@@ -24,6 +24,7 @@
 use super::{standard_attn, Architecture, SeqRows, SessionState};
 use crate::backend::Backend;
 use crate::blocks::attention::{AttnLayer, AttnWeights};
+use crate::blocks::ffn::Ffn;
 use crate::blocks::mlp::Mlp;
 use crate::ops::act::Act;
 use crate::ops::delta_net::{self, GdnInputs, GdnShape};
@@ -68,7 +69,7 @@ struct Layer {
     attn_norm: Vec<f32>,
     mixer: Mixer,
     ffn_norm: Vec<f32>,
-    mlp: Mlp,
+    mlp: Ffn,
 }
 
 pub struct Qwen35 {
@@ -230,6 +231,11 @@ fn delta_rule_heads(b: &dyn Backend, s: &GdnShape, inp: &GdnInputs<'_>, n: usize
 }
 
 pub fn load(w: &Weights) -> Result<Box<dyn Architecture>, EngineError> {
+    load_with(w, &|w, il| Ok(Ffn::Dense(Mlp::load(w, il, w.hp.n_embd, Act::Silu)?)))
+}
+
+/// The qwen35 stack with each layer's FFN bound by `ffn(w, il)` (qwen35moe: experts).
+pub fn load_with(w: &Weights, ffn: &dyn Fn(&Weights, usize) -> Result<Ffn, EngineError>) -> Result<Box<dyn Architecture>, EngineError> {
     let hp = &w.hp;
     let e = hp.n_embd;
     let n_nextn = w.key_u64("nextn_predict_layers").unwrap_or(0) as usize;
@@ -258,7 +264,7 @@ pub fn load(w: &Weights) -> Result<Box<dyn Architecture>, EngineError> {
                 attn_norm: w.vector(&format!("blk.{il}.attn_norm.weight"), e)?,
                 mixer,
                 ffn_norm: w.vector(&format!("blk.{il}.post_attention_norm.weight"), e)?,
-                mlp: Mlp::load(w, il, e, Act::Silu)?,
+                mlp: ffn(w, il)?,
             })
         })
         .collect::<Result<Vec<_>, EngineError>>()?;

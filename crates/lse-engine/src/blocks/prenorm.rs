@@ -2,6 +2,7 @@
 //! `x += attn(rms(x) * attn_norm)`, then `x += mlp(rms(x) * ffn_norm)`.
 
 use super::attention::{AttnConfig, AttnLayer, AttnWeights};
+use super::ffn::Ffn;
 use super::mlp::Mlp;
 use crate::arch::{SeqRows, SessionState};
 use crate::ops::act::Act;
@@ -11,17 +12,23 @@ pub struct PreNormLayer {
     pub attn_norm: Vec<f32>,
     pub attn: AttnLayer,
     pub ffn_norm: Vec<f32>,
-    pub mlp: Mlp,
+    pub mlp: Ffn,
 }
 
 impl PreNormLayer {
     pub fn load(w: &Weights, il: usize, cfg: AttnConfig, act: Act) -> Result<PreNormLayer, EngineError> {
+        let mlp = Ffn::Dense(Mlp::load(w, il, w.hp.n_embd, act)?);
+        Self::load_with_ffn(w, il, cfg, mlp)
+    }
+
+    /// The layer with an FFN the caller bound (e.g. a mixture of experts).
+    pub fn load_with_ffn(w: &Weights, il: usize, cfg: AttnConfig, mlp: Ffn) -> Result<PreNormLayer, EngineError> {
         let e = w.hp.n_embd;
         Ok(PreNormLayer {
             attn_norm: w.vector(&format!("blk.{il}.attn_norm.weight"), e)?,
             attn: AttnLayer { w: AttnWeights::load(w, il, e, &cfg)?, cfg },
             ffn_norm: w.vector(&format!("blk.{il}.ffn_norm.weight"), e)?,
-            mlp: Mlp::load(w, il, e, act)?,
+            mlp,
         })
     }
 

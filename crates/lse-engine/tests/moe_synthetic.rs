@@ -1,0 +1,129 @@
+//! The tiny mixture-of-experts models (data/golden/synthetic-moe: qwen3moe, qwen35moe, f32 and
+//! Q8_0) against llama.cpp's log-probs and chunk perplexities (ctx 128, 8 chunks, rows 64..126),
+//! flash and dense, KV f16 and f32; and batch invariance of the expert routing.
+
+mod common;
+
+use common::*;
+use lse_engine::{Dialect, Engine, EngineOptions, KvDtype};
+use serde_json::Value;
+use std::path::PathBuf;
+
+const CTX: usize = 128;
+
+fn dir() -> PathBuf {
+    lse_testdata::repo_root().join("data/golden/synthetic-moe")
+}
+
+fn opts(flash: bool, kv: KvDtype, batch: usize, ubatch: usize) -> EngineOptions {
+    EngineOptions {
+        threads: 2,
+        batch_size: batch,
+        ubatch_size: ubatch,
+        kv_dtype: kv,
+        kv_len: Some(CTX),
+        flash_attention: flash,
+        dialect: Dialect::Simd,
+        cpu_fallback_allowed: true,
+    }
+}
+
+/// llama.cpp's run with the same KV dtype: `-fa on -ctk f16` or `-fa off -ctk f32`.
+fn golden(name: &str, kv: KvDtype) -> Value {
+    let tag = if kv == KvDtype::F16 { "fa-kvf16" } else { "dense-kvf32" };
+    read_json(&dir().join(format!("{name}.{tag}.json")))
+}
+
+fn load(name: &str, o: EngineOptions) -> Engine {
+    Engine::load(&dir().join(format!("{name}.gguf")), o).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// (max |ΔNLL| over rows whose target is above llama.cpp's clamp, worst relative chunk-PPL diff).
+fn nll_and_ppl(gold: &Value, s: &Scores) -> (f64, f64) {
+    let rows = gold["windows"].as_array().unwrap().iter().flat_map(|w| w["tokens"].as_array().unwrap().iter());
+    let d: Vec<f64> =
+        rows.zip(&s.nll).filter(|(g, _)| g.get("nll_clamped").is_none()).map(|(g, ours)| (g["nll"].as_f64().unwrap() - ours).abs()).collect();
+    let over = |t: f64| d.iter().filter(|&&x| x > t).count();
+    eprintln!("rows {}: |dNLL| > 1e-3: {}, > 1e-2: {}", d.len(), over(1e-3), over(1e-2));
+    let dnll = d.iter().copied().fold(0.0, f64::max);
+    let gold_ppl: Vec<f64> = gold["chunk_ppl"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+    let ppl = s.running_ppl(CTX - CTX / 2 - 1);
+    assert_eq!(ppl.len(), gold_ppl.len());
+    (dnll, ppl.iter().zip(&gold_ppl).map(|(a, b)| (a / b - 1.0).abs()).fold(0.0, f64::max))
+}
+
+/// Every configuration of one model against llama.cpp: max |ΔNLL| <= `nll_tol`, mean KLD <=
+/// `kld_tol`, chunk PPL within `ppl_tol`, same top-1 on >= `top1_min` of the rows.
+fn check_model(name: &str, arch: &str, nll_tol: f64, kld_tol: f64, ppl_tol: f64, top1_min: f64) {
+    for kv in [KvDtype::F16, KvDtype::F32] {
+        let gold = golden(name, kv);
+        let windows = synthetic_windows(&gold);
+        let mut nlls: Vec<Vec<f64>> = Vec::new();
+        for flash in [true, false] {
+            let engine = load(name, opts(flash, kv, CTX, CTX));
+            assert_eq!(engine.architecture(), arch);
+            let s = score_windows(&engine, &windows, CTX / 2);
+            let (dnll, dppl) = nll_and_ppl(&gold, &s);
+            let tag = format!("{name} flash={flash} kv={}", kv.name());
+            eprintln!(
+                "{tag}: max |dNLL| {dnll:.2e}, mean KLD {:.2e} (max {:.2e}), top-1 {:.2}%, worst chunk PPL diff {:.4}%",
+                s.mean_kld(),
+                s.max_kld(),
+                100.0 * s.top1(),
+                100.0 * dppl
+            );
+            assert!(dnll <= nll_tol, "{tag}: max |dNLL| {dnll:.3e} > {nll_tol:e}");
+            assert!(s.mean_kld() <= kld_tol, "{tag}: mean KLD {:.3e} > {kld_tol:e}", s.mean_kld());
+            assert!(dppl <= ppl_tol, "{tag}: chunk PPL off by {:.3}%", 100.0 * dppl);
+            assert!(s.top1() >= top1_min, "{tag}: same top-1 {:.2}%", 100.0 * s.top1());
+            nlls.push(s.nll);
+        }
+        let own = nlls[0].iter().zip(&nlls[1]).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+        eprintln!("{name} kv={}: this engine's own flash vs dense max |dNLL| {own:.2e}", kv.name());
+    }
+}
+
+#[test]
+fn qwen3moe_tiny_matches_llamacpp() {
+    check_model("qwen3moe-tiny", "qwen3moe", 1e-3, 1e-4, 0.001, 0.99);
+}
+
+#[test]
+fn qwen35moe_tiny_matches_llamacpp() {
+    check_model("qwen35moe-tiny", "qwen35moe", 1e-3, 1e-4, 0.001, 0.99);
+}
+
+// Q8_0: every matmul input is rounded to 8 bits, so last-bit differences flip roundings (ARCH.md);
+// llama.cpp's own fa-f16 and dense-f32 runs of these files differ by up to 0.52 NLL per row.
+#[test]
+fn qwen3moe_tiny_q8_0_matches_llamacpp() {
+    check_model("qwen3moe-tiny-q8_0", "qwen3moe", 0.15, 1e-4, 0.005, 0.98);
+}
+
+#[test]
+fn qwen35moe_tiny_q8_0_matches_llamacpp() {
+    check_model("qwen35moe-tiny-q8_0", "qwen35moe", 0.15, 1e-4, 0.005, 0.98);
+}
+
+/// Each window's log-probs are bit-identical whether it runs alone, beside the other windows in
+/// one pass (other rows pick other experts), or split into odd ubatches.
+#[test]
+fn moe_routing_is_batch_invariant() {
+    for name in ["qwen3moe-tiny", "qwen35moe-tiny-q8_0"] {
+        let gold = golden(name, KvDtype::F16);
+        let windows = synthetic_windows(&gold);
+        let alone = score_windows(&load(name, opts(true, KvDtype::F16, CTX, CTX)), &windows, CTX / 2);
+        let engine = load(name, opts(true, KvDtype::F16, 8 * CTX, 8 * CTX));
+        let positions: Vec<usize> = (CTX / 2..CTX - 1).collect();
+        let batch: Vec<(&[u32], &[usize])> = windows.iter().map(|w| (w.input.as_slice(), positions.as_slice())).collect();
+        let hidden = engine.prefill_windows(&batch).expect("prefill_windows");
+        for (wi, (h, w)) in hidden.iter().zip(&windows).enumerate() {
+            let alone_h = engine.prefill(&w.input, &positions).expect("prefill");
+            assert!(h.data == alone_h.data, "{name}: window {wi} hidden rows differ beside other windows");
+        }
+        for (batch, ubatch) in [(64, 16), (37, 7)] {
+            let s = score_windows(&load(name, opts(true, KvDtype::F16, batch, ubatch)), &windows, CTX / 2);
+            assert_eq!(max_logp_diff(&alone, &s), 0.0, "{name}: batch {batch} ubatch {ubatch}");
+        }
+    }
+}

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Makes data/golden/synthetic-moe/: the tiny MoE models (scripts/make-synthetic-moe.py), their Q8_0
+# copies (llama-quantize) and llama.cpp's perplexity goldens in two configurations:
+#   <model>.fa-kvf16.json   llama-perplexity -fa on  -ctk f16 -ctv f16
+#   <model>.dense-kvf32.json llama-perplexity -fa off -ctk f32 -ctv f32
+# each `-c 128 -b 128 --chunks 8 -t 2 --kl-divergence-base` on data/wiki.test.raw, decoded by
+# scripts/llamacpp-kld-to-json.py (top-16 log-probs per scored row).
+# Usage: scripts/make-moe-goldens.sh LLAMA_BIN_DIR SYNTHETIC_DIR
+set -euo pipefail
+BIN=${1:?llama.cpp bin dir}
+SYN=${2:?shared synthetic dir (qwen3-tiny.gguf, qwen35-tiny.gguf)}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+OUT=$ROOT/data/golden/synthetic-moe
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+export LD_LIBRARY_PATH=$BIN
+mkdir -p "$OUT"
+python3 "$ROOT/scripts/make-synthetic-moe.py" "$SYN" "$OUT"
+for m in qwen3moe-tiny qwen35moe-tiny; do
+  "$BIN/llama-quantize" "$OUT/$m.gguf" "$OUT/$m-q8_0.gguf" Q8_0 > "$TMP/q.log" 2>&1
+done
+for m in qwen3moe-tiny qwen35moe-tiny qwen3moe-tiny-q8_0 qwen35moe-tiny-q8_0; do
+  for cfg in "fa-kvf16:-fa on -ctk f16 -ctv f16" "dense-kvf32:-fa off -ctk f32 -ctv f32"; do
+    tag=${cfg%%:*}
+    # llama.cpp's log thread sometimes loses the last lines at exit: run again until they are there
+    for try in 1 2 3 4; do
+      # shellcheck disable=SC2086
+      "$BIN/llama-perplexity" -m "$OUT/$m.gguf" -f "$ROOT/data/wiki.test.raw" -c 128 -b 128 --chunks 8 -t 2 \
+        ${cfg#*:} --kl-divergence-base "$TMP/$m.$tag.kld" > "$TMP/$m.$tag.log" 2>&1
+      grep -q "Final estimate" "$TMP/$m.$tag.log" && break
+    done
+    python3 "$ROOT/scripts/llamacpp-kld-to-json.py" "$TMP/$m.$tag.kld" "$TMP/$m.$tag.log" "$OUT/$m.$tag.json"
+  done
+done
+ls -la "$OUT"
