@@ -12,6 +12,8 @@ usage:
   lse-server ENGINE --perplexity FILE          [perplexity options]
   lse-server ENGINE --perplexity-tokens FILE   [perplexity options]
   lse-server ENGINE --perplexity-pairs FILE    [perplexity options]
+  lse-server --perplexity-merge SHARD... [--perplexity-output PATH] [--perplexity-kld-base-out PATH]
+             [--perplexity-windows] [--perplexity-token-ids]   merge shard files (no model needed)
   lse-server ENGINE --generate TEXT | --generate-file FILE [generation options]
   lse-server ENGINE [server options]          serve HTTP (OpenAI-compatible) until SIGINT/SIGTERM
 
@@ -49,6 +51,13 @@ perplexity options:
   --perplexity-output PATH   write the JSON report there (default: standard output)
   --perplexity-token-ids     include the token ids in the report
   --perplexity-windows       include the per-window array in the report
+  --perplexity-shard I/N     score only shard I (0-based) of N contiguous shares of the windows and
+                             write a shard file to --perplexity-output (required); a base being
+                             recorded goes into the shard file. auto/N (or auto in a Slurm array)
+                             takes I from SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX (Kubernetes)
+  --perplexity-merge SHARD...  check that the shard files are one plan, complete and disjoint; write
+                             the report (as one run would) and the merged base (to the shards'
+                             --perplexity-kld-base-out, or this command's)
 
 generation options (llama.cpp's defaults):
   --generate TEXT            prompt the model with TEXT (special-token text parsed) and print JSON
@@ -87,6 +96,8 @@ pub enum Mode {
     Perplexity(PathBuf),
     PerplexityTokens(PathBuf),
     PerplexityPairs(PathBuf),
+    /// `--perplexity-merge SHARD...`
+    PerplexityMerge(Vec<PathBuf>),
 }
 
 /// Where a `--generate` prompt comes from.
@@ -140,7 +151,7 @@ const VALUED: &[&str] = &[
     "--FlashPrefillV2", "--tokenize", "--tokenize-output", "--perplexity", "--perplexity-tokens", "--perplexity-pairs",
     "--perplexity-method", "--perplexity-ctx", "--perplexity-stride", "--perplexity-chunks",
     "--perplexity-kld-base-out", "--perplexity-kld-top-k", "--perplexity-kld", "--perplexity-output",
-    "--generate", "--generate-file", "-n", "--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n",
+    "--perplexity-shard", "--perplexity-merge", "--generate", "--generate-file", "-n", "--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n",
     "--presence-penalty", "--frequency-penalty", "--seed", "--stop", "--generate-output",
     "--host", "--port", "--parallel", "--api-key", "--alias",
 ];
@@ -158,6 +169,12 @@ const TOKENIZE_ONLY: &[&str] = &["--tokenize-no-special", "--tokenize-no-parse-s
 const PERPLEXITY_ONLY: &[&str] = &[
     "--perplexity-method", "--perplexity-ctx", "--perplexity-stride", "--perplexity-chunks", "--perplexity-kld-base-out",
     "--perplexity-kld-top-k", "--perplexity-kld", "--perplexity-output", "--perplexity-token-ids", "--perplexity-windows",
+    "--perplexity-shard",
+];
+/// What `--perplexity-merge` takes besides its shard files (the shards carry the plan and the model's facts).
+const MERGE_ALLOWED: &[&str] = &[
+    "--perplexity-merge", "--perplexity-output", "--perplexity-kld-base-out", "--perplexity-windows", "--perplexity-token-ids",
+    "--quiet", "--help", "-h",
 ];
 
 fn number<T: std::str::FromStr>(opt: &str, v: &str, what: &str) -> Result<T, String> {
@@ -278,6 +295,19 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
             "--perplexity-output" => a.output = Some(PathBuf::from(v)),
             "--perplexity-token-ids" => a.request.include_token_ids = true,
             "--perplexity-windows" => a.request.include_windows = true,
+            "--perplexity-shard" => {
+                a.request.shard = Some(lse_eval::ShardSpec::parse(v, |k| std::env::var(k).ok()).map_err(|e| e.to_string())?)
+            }
+            "--perplexity-merge" => {
+                // the shard files: this value and every following argument up to the next option
+                let mut files = vec![PathBuf::from(v)];
+                while i < argv.len() && !argv[i].starts_with("--") {
+                    files.push(PathBuf::from(&argv[i]));
+                    i += 1;
+                }
+                modes.push(name.clone());
+                a.mode = Some(Mode::PerplexityMerge(files))
+            }
             "--generate" => {
                 modes.push(name.clone());
                 a.mode = Some(Mode::Generate(GenerateSource::Text(v.to_string())))
@@ -315,6 +345,12 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
         return Err(format!("{} and {} cannot be used together: choose one mode", modes[0], modes[1]));
     }
     let mode = a.mode.get_or_insert(Mode::Serve).clone();
+    if let Mode::PerplexityMerge(_) = mode {
+        if let Some(s) = seen.iter().find(|s| !MERGE_ALLOWED.contains(&s.as_str())) {
+            return Err(format!("{s} does not apply to --perplexity-merge (the shard files carry the plan and the model's facts)"));
+        }
+        return Ok(a);
+    }
     let perplexity = matches!(mode, Mode::Perplexity(_) | Mode::PerplexityTokens(_) | Mode::PerplexityPairs(_));
     for s in &seen {
         let s = s.as_str();
@@ -370,6 +406,15 @@ mod tests {
     }
 
     #[test]
+    fn shard_and_merge() {
+        let a = p("--model m --perplexity t --perplexity-shard 1/3 --perplexity-output s1").unwrap();
+        assert_eq!(a.request.shard, Some(lse_eval::ShardSpec { index: 1, count: 3 }));
+        let a = p("--perplexity-merge s0 s1 s2 --perplexity-output r.json --perplexity-windows").unwrap();
+        assert_eq!(a.mode, Some(Mode::PerplexityMerge(vec!["s0".into(), "s1".into(), "s2".into()])));
+        assert!(a.request.include_windows && a.model.is_none());
+    }
+
+    #[test]
     fn refusals_name_the_option() {
         for (cmd, phrase) in [
             ("--model m --perplexity t --batch-size 0", "--batch-size"),
@@ -398,6 +443,13 @@ mod tests {
             ("--model m --perplexity t --tokenize-output x", "--tokenize only"),
             ("--model m --perplexity", "needs a value"),
             ("--model m --perplexity t --threads 0", "--threads"),
+            ("--model m --perplexity t --perplexity-shard 3/3", "below the count"),
+            ("--model m --perplexity t --perplexity-shard 3", "I/N"),
+            ("--model m --tokenize t --perplexity-shard 0/2", "perplexity modes only"),
+            ("--perplexity-merge a b --perplexity-ctx 5", "does not apply to --perplexity-merge"),
+            ("--perplexity-merge a --model m", "does not apply to --perplexity-merge"),
+            ("--model m --perplexity t --perplexity-merge a", "cannot be used together"),
+            ("--perplexity-merge", "needs a value"),
         ] {
             let e = p(cmd).unwrap_err();
             assert!(e.contains(phrase), "{cmd}: {e}");

@@ -59,6 +59,9 @@ fn run() -> Result<(), String> {
         print!("{}", args::HELP);
         return Ok(());
     }
+    if let Some(Mode::PerplexityMerge(files)) = &args.mode {
+        return merge(&args, files);
+    }
     let model = args.model.clone().expect("checked by parse");
     if std::fs::metadata(&model).is_err() {
         return Err(format!("model {} not found (no such file or folder)", model.display()));
@@ -128,19 +131,48 @@ fn perplexity(args: &Args, model: &Path, mode: Mode) -> Result<(), String> {
     if matches!(mode, Mode::PerplexityPairs(_)) && req.ctx.is_some() {
         return Err("--perplexity-ctx does not apply to --perplexity-pairs (the ctx is the longest record)".into());
     }
+    if req.shard.is_some() {
+        // a shard run writes its shard file (created by the preflight) instead of the report
+        req.shard_out = args.output.clone();
+    }
     req.validate().map_err(err)?;
     // Everything that can fail without the model fails now: output paths, the KLD base, the input.
-    let out = match &args.output {
-        Some(p) => Some(AtomicFile::create(p, "output file").map_err(err)?),
-        None => None,
+    let out = match (&args.output, req.shard) {
+        (Some(p), None) => Some(AtomicFile::create(p, "output file").map_err(err)?),
+        _ => None,
     };
     req.input = match &mode {
         Mode::Perplexity(f) => PerplexityInput::Text(lse_eval::read_text_file(f).map_err(err)?),
         Mode::PerplexityTokens(f) => PerplexityInput::Tokens(lse_eval::read_tokens_file(f).map_err(err)?),
         Mode::PerplexityPairs(f) => PerplexityInput::Pairs(lse_eval::read_pairs_file(f).map_err(err)?),
-        Mode::Tokenize(_) | Mode::Generate(_) | Mode::Serve => unreachable!(),
+        Mode::Tokenize(_) | Mode::Generate(_) | Mode::Serve | Mode::PerplexityMerge(_) => unreachable!(),
     };
     let pre = lse_eval::preflight(&req).map_err(err)?;
+    if req.shard.is_some() {
+        req.model_sha256 = Some(engine_modes::model_sha256(model)?);
+    }
     let report = engine_modes::perplexity(args, model, &req, pre)?;
+    if req.shard.is_some() {
+        // the shard file is written; say what it holds
+        return write_stdout(format!("{report}\n").as_bytes());
+    }
+    emit(out, json_out::pretty(&report).as_bytes())
+}
+
+/// `--perplexity-merge`: the report of the shards (as one run would write it) and the merged base.
+fn merge(args: &Args, files: &[std::path::PathBuf]) -> Result<(), String> {
+    let err = |e: lse_eval::EvalError| e.to_string();
+    let req = lse_eval::MergeRequest {
+        shards: files.to_vec(),
+        kld_base_out: args.request.kld_base_out.clone(),
+        include_windows: args.request.include_windows,
+        include_token_ids: args.request.include_token_ids,
+    };
+    req.validate().map_err(err)?;
+    let out = match &args.output {
+        Some(p) => Some(AtomicFile::create(p, "output file").map_err(err)?),
+        None => None,
+    };
+    let report = lse_eval::merge(&req).map_err(err)?;
     emit(out, json_out::pretty(&report).as_bytes())
 }
