@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
-# Fetch the llama.cpp vocabulary files the tokenizer tests need beyond ../shared/data/vocab: the
-# `models/ggml-vocab-*.gguf` files of llama.cpp 0c1e570, taken by package name from the
-# llama-cpp-python 0.3.36 source package, checked against their SHA-256 and cached (git-ignored)
-# in data/vocab-extra/ beside their suites. Prints nothing but errors once they are cached.
+# Fetch the llama.cpp vocabulary files the tests need: the `models/ggml-vocab-*.gguf` files of
+# llama.cpp 0c1e570, taken by package name from the llama-cpp-python 0.3.36 source package, checked
+# against their SHA-256 and cached (git-ignored) beside their committed suites (.inp/.out):
+#   data/vocab/        gpt-2, llama-bpe, llama-spm, qwen2, qwen35 (the core tokenizer tests)
+#   data/vocab-extra/  the other vocabularies of llama.cpp's models/ folder
+# Each folder's SHA256SUMS lists its files. Prints nothing but errors once they are cached.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-dest=$root/data/vocab-extra
-sums=$dest/SHA256SUMS
+dirs=("$root/data/vocab" "$root/data/vocab-extra")
 missing=0
-while read -r _ file; do
-  [ -f "$dest/$file" ] || missing=1
-done <"$sums"
+for dest in "${dirs[@]}"; do
+  while read -r _ file; do
+    [ -f "$dest/$file" ] || missing=1
+  done <"$dest/SHA256SUMS"
+done
 [ "$missing" = 0 ] && exit 0
 
 tmp=$(mktemp -d)
@@ -20,9 +23,12 @@ python3 -m pip download --quiet --no-deps --no-binary llama-cpp-python --no-buil
   --dest "$tmp" llama-cpp-python==0.3.36 >&2 2>/dev/null ||
   python3 -m pip download --quiet --no-deps --no-binary llama-cpp-python --dest "$tmp" llama-cpp-python==0.3.36 >&2
 sdist=$(ls "$tmp"/llama_cpp_python-0.3.36.tar.gz)
-while read -r _ file; do
-  tar -xzf "$sdist" -C "$tmp" "llama_cpp_python-0.3.36/vendor/llama.cpp/models/$file"
-  cp "$tmp/llama_cpp_python-0.3.36/vendor/llama.cpp/models/$file" "$dest/$file.part"
-  mv "$dest/$file.part" "$dest/$file"
-done <"$sums"
-(cd "$dest" && sha256sum --quiet -c SHA256SUMS) || { echo "get-vocabs: checksum mismatch" >&2; exit 1; }
+for dest in "${dirs[@]}"; do
+  while read -r _ file; do
+    [ -f "$dest/$file" ] && continue
+    tar -xzf "$sdist" -C "$tmp" "llama_cpp_python-0.3.36/vendor/llama.cpp/models/$file"
+    cp "$tmp/llama_cpp_python-0.3.36/vendor/llama.cpp/models/$file" "$dest/$file.part.$$"
+    mv "$dest/$file.part.$$" "$dest/$file"
+  done <"$dest/SHA256SUMS"
+  (cd "$dest" && sha256sum --quiet -c SHA256SUMS) || { echo "get-vocabs: checksum mismatch in $dest" >&2; exit 1; }
+done

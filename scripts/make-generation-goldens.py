@@ -418,7 +418,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("bin_dir", help="llama.cpp bin folder holding llama-server")
     ap.add_argument("--out", default=os.path.join(ROOT, "data", "golden", "generation"))
-    ap.add_argument("--synthetic", default="/work/shared/golden/synthetic")
+    ap.add_argument("--synthetic", default=os.path.join(ROOT, "data", "golden", "synthetic"))
     ap.add_argument("--models", default=os.path.join(ROOT, "models"))
     ap.add_argument("--only", nargs="*", help="model file stems to (re)make; default all")
     ap.add_argument("--log-dir", default=None, help="server logs (default: a temp folder)")

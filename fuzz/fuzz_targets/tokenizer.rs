@@ -2,7 +2,7 @@
 //! combinations), detokenize, token_to_piece. Any panic, overflow or out-of-range id is a bug.
 //!
 //! The vocabularies are the `*.gguf` files of `LSE_VOCAB_DIR` (several folders separated by
-//! `:`), by default `../shared/data/vocab` and `data/vocab-extra` (fetched by
+//! `:`), by default `data/vocab` and `data/vocab-extra` (fetched by
 //! `scripts/get-vocabs.sh`).
 #![no_main]
 
@@ -18,8 +18,8 @@ fn vocabularies() -> &'static [Tokenizer] {
         let dirs: Vec<std::path::PathBuf> = match std::env::var("LSE_VOCAB_DIR") {
             Ok(d) => d.split(':').map(Into::into).collect(),
             Err(_) => vec![
-                "../shared/data/vocab".into(),
-                "../../shared/data/vocab".into(),
+                "data/vocab".into(),
+                "../data/vocab".into(),
                 "data/vocab-extra".into(),
                 "../data/vocab-extra".into(),
             ],

@@ -213,7 +213,7 @@ fn assert_same_report(c: &Value, cli: &Value) {
 
 /// A short prefix of the text (about `bytes` bytes, cut at a line end), for quick runs.
 fn text_prefix(bytes: usize, name: &str) -> PathBuf {
-    let full = std::fs::read(lse_testdata::shared("data/wiki.test.raw")).expect("wiki.test.raw");
+    let full = std::fs::read(lse_testdata::data("wiki.test.raw")).expect("wiki.test.raw");
     let mut end = bytes.min(full.len());
     while end < full.len() && full[end - 1] != b'\n' {
         end += 1;
@@ -264,7 +264,7 @@ fn c_test_bad_arguments_without_a_model() {
 fn c_test_scores_like_the_cli() {
     let Some(model) = smollm2() else { return };
     let _g = heavy();
-    let text = lse_testdata::shared("data/wiki.test.raw");
+    let text = lse_testdata::data("wiki.test.raw");
     let (ctx, chunks) = (128, 3);
     let reference = cli_report(&model, &text, ctx, chunks, &["--threads", "2"]);
     let options = serde_json::json!({"model": model, "threads": 2});

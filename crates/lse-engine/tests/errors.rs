@@ -5,7 +5,7 @@ use lse_gguf::{GgufFile, GgufWriter, Value};
 use std::path::PathBuf;
 
 fn tiny() -> PathBuf {
-    lse_testdata::shared("golden/synthetic/llama-tiny.gguf")
+    lse_testdata::golden("synthetic/llama-tiny.gguf")
 }
 
 fn opts() -> EngineOptions {

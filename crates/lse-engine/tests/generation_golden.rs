@@ -109,7 +109,7 @@ fn agreed_len(want: &[u32], got: &[u32], gm: &[f64], om: &[f64], tie: f64) -> (u
 /// ones at ~0.06 (8-bit activations; llama.cpp's own `-fa off` run parts from its default at the
 /// same penalized near-ties, docs/FIDELITY.md).
 fn synthetic(stem: &str) -> Vec<usize> {
-    let model = lse_testdata::shared(&format!("golden/synthetic/{stem}.gguf"));
+    let model = lse_testdata::golden(&format!("synthetic/{stem}.gguf"));
     let cases = run(stem, model);
     let delta = cases.iter().map(|c| c.delta).fold(0.0, f64::max);
     let tie = 2.0 * delta;

@@ -1,5 +1,5 @@
 //! qwen35-tiny (3 gated-delta-net layers + 1 gated full-attention layer) against llama.cpp's
-//! top-32 log-probs and chunk perplexities (`shared/golden/synthetic`, ctx 128, 8 chunks,
+//! top-32 log-probs and chunk perplexities (`data/golden/synthetic`, ctx 128, 8 chunks,
 //! rows 64..126 scored), and the recurrent state carried across passes and ubatches.
 
 mod common;
@@ -24,7 +24,7 @@ fn opts(flash: bool, kv: KvDtype, batch: usize, ubatch: usize, threads: usize) -
 }
 
 fn run(o: EngineOptions) -> Scores {
-    let dir = lse_testdata::shared("golden/synthetic");
+    let dir = lse_testdata::golden("synthetic");
     let engine = Engine::load(&dir.join(format!("{NAME}.gguf")), o).unwrap_or_else(|e| panic!("{NAME}: {e}"));
     assert_eq!(engine.architecture(), "qwen35");
     let gold = read_json(&dir.join(format!("{NAME}.top32.json")));
@@ -72,7 +72,7 @@ fn qwen35_tiny_state_carries_across_passes() {
 
 /// A copy of qwen35-tiny with metadata keys dropped or replaced, written to a temp file.
 fn rewritten(tag: &str, drop: &[&str], set: &[(&str, lse_gguf::Value)]) -> std::path::PathBuf {
-    let src = lse_gguf::GgufFile::open(&lse_testdata::shared(&format!("golden/synthetic/{NAME}.gguf"))).expect("open qwen35-tiny");
+    let src = lse_gguf::GgufFile::open(&lse_testdata::golden(&format!("synthetic/{NAME}.gguf"))).expect("open qwen35-tiny");
     let mut wr = lse_gguf::GgufWriter::new();
     wr.set_alignment(src.alignment() as u32);
     for (k, v) in src.metadata() {
@@ -98,12 +98,12 @@ fn qwen35_tiny_recurrent_layers_from_interval() {
     let path = rewritten("interval", &["qwen35.attention.recurrent_layers"], &[]);
     let o = opts(true, KvDtype::F16, CTX, CTX, 2);
     let engine = Engine::load(&path, o.clone()).unwrap_or_else(|e| panic!("{e}"));
-    let gold = read_json(&lse_testdata::shared(&format!("golden/synthetic/{NAME}.top32.json")));
+    let gold = read_json(&lse_testdata::golden(&format!("synthetic/{NAME}.top32.json")));
     let s = score_windows(&engine, &synthetic_windows(&gold)[..2], CTX / 2);
     drop(engine);
     let _ = std::fs::remove_file(&path);
     let base = {
-        let engine = Engine::load(&lse_testdata::shared(&format!("golden/synthetic/{NAME}.gguf")), o).unwrap();
+        let engine = Engine::load(&lse_testdata::golden(&format!("synthetic/{NAME}.gguf")), o).unwrap();
         score_windows(&engine, &synthetic_windows(&gold)[..2], CTX / 2)
     };
     assert_eq!(max_logp_diff(&base, &s), 0.0);

@@ -31,8 +31,8 @@ fn options(flash: bool) -> EngineOptions {
 
 /// The first `CHUNKS` chunks of wiki.test.raw as llama-perplexity feeds them, with the golden rows.
 fn windows(name: &str, engine: &Engine) -> Vec<GoldWindow> {
-    let gold_dir = lse_testdata::shared(&format!("golden/{name}"));
-    let raw = std::fs::read(lse_testdata::shared("data/wiki.test.raw")).expect("wiki.test.raw");
+    let gold_dir = lse_testdata::golden(name);
+    let raw = std::fs::read(lse_testdata::data("wiki.test.raw")).expect("wiki.test.raw");
     let mut text = String::from_utf8(raw).expect("utf-8");
     if text.ends_with('\n') {
         text.pop();
@@ -77,7 +77,7 @@ fn check_real(name: &str) {
     let mean_dn = dn.iter().sum::<f64>() / n as f64;
     let se = (dn.iter().map(|d| (d - mean_dn).powi(2)).sum::<f64>() / (n - 1) as f64 / n as f64).sqrt();
     let self_top = a.argmax.iter().zip(&b.argmax).filter(|(x, y)| x == y).count() as f64 / n as f64;
-    let ppl_gold = read_json(&lse_testdata::shared(&format!("golden/{name}/ppl-c512.json")))["running_ppl"][CHUNKS - 1].as_f64().unwrap();
+    let ppl_gold = read_json(&lse_testdata::golden(&format!("{name}/ppl-c512.json")))["running_ppl"][CHUNKS - 1].as_f64().unwrap();
     let per = CTX - CTX / 2 - 1;
     let (pa, pb) = (*a.running_ppl(per).last().unwrap(), *b.running_ppl(per).last().unwrap());
     let (ra, rb) = ((pa / ppl_gold - 1.0).abs(), (pb / ppl_gold - 1.0).abs());

@@ -6,7 +6,7 @@ use lse_engine::{Batch, Engine, EngineOptions, Session};
 use std::path::PathBuf;
 
 fn synthetic(name: &str) -> PathBuf {
-    lse_testdata::shared(&format!("golden/synthetic/{name}.gguf"))
+    lse_testdata::golden(&format!("synthetic/{name}.gguf"))
 }
 
 fn load(path: &std::path::Path, batch: usize, ubatch: usize) -> Engine {
@@ -163,7 +163,7 @@ fn truncate_and_reset_rewind_a_session() {
 fn decode_vs_prefill(name: &str) -> (f64, f64) {
     let Some(m) = lse_testdata::model(name) else { return (0.0, 0.0) };
     let e = load(&m, 2048, 512);
-    let text = std::fs::read_to_string(lse_testdata::shared("data/wiki.test.raw")).unwrap();
+    let text = std::fs::read_to_string(lse_testdata::data("wiki.test.raw")).unwrap();
     let toks: Vec<u32> = e.tokenizer().tokenize(&text[..6000], true, false).into_iter().take(512).collect();
     assert_eq!(toks.len(), 512);
     let positions: Vec<usize> = (0..toks.len()).collect();

@@ -1,5 +1,5 @@
 //! The tiny synthetic models against llama.cpp's top-32 and chunk perplexities
-//! (`shared/golden/synthetic`, ctx 128, 8 chunks, rows 64..126 scored).
+//! (`data/golden/synthetic`, ctx 128, 8 chunks, rows 64..126 scored).
 
 mod common;
 
@@ -22,7 +22,7 @@ fn opts(flash: bool, kv: KvDtype, plan: (usize, usize, usize), dialect: Dialect)
 }
 
 fn run(name: &str, o: EngineOptions) -> Scores {
-    let dir = lse_testdata::shared("golden/synthetic");
+    let dir = lse_testdata::golden("synthetic");
     let engine = Engine::load(&dir.join(format!("{name}.gguf")), o).unwrap_or_else(|e| panic!("{name}: {e}"));
     let gold = read_json(&dir.join(format!("{name}.top32.json")));
     score_windows(&engine, &synthetic_windows(&gold), CTX / 2)

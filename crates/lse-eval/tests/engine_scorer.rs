@@ -1,5 +1,5 @@
 //! `run_perplexity` on the real engine with the synthetic llama-tiny model (ctx 128, 8 chunks)
-//! against llama.cpp's outputs in ../shared/golden/synthetic.
+//! against llama.cpp's outputs in data/golden/synthetic.
 
 use lse_engine::{Engine, EngineOptions};
 use lse_eval::{run_perplexity, NoProgress, PerplexityInput, PerplexityRequest, Scorer};

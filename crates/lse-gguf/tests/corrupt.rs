@@ -67,10 +67,7 @@ fn every_prefix_of_a_small_file_is_refused() {
 
 #[test]
 fn sampled_prefixes_of_a_synthetic_model_are_refused() {
-    let full = std::fs::read(lse_testdata::shared(
-        "golden/synthetic/llama-tiny-q4_0.gguf",
-    ))
-    .unwrap();
+    let full = std::fs::read(lse_testdata::golden("synthetic/llama-tiny-q4_0.gguf")).unwrap();
     let lens = (0..600)
         .chain((600..full.len()).step_by(7919))
         .chain([full.len() - 1]);

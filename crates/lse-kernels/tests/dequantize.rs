@@ -36,7 +36,7 @@ fn dequantize_matches_gguf_py() {
 /// 8·|d|·2^-11).
 #[test]
 fn synthetic_model_rows_match_f32_weights() {
-    let f32_path = lse_testdata::shared("golden/synthetic/llama-tiny.gguf");
+    let f32_path = lse_testdata::golden("synthetic/llama-tiny.gguf");
     if !f32_path.exists() {
         eprintln!("skipping: {} missing", f32_path.display());
         return;
@@ -46,7 +46,7 @@ fn synthetic_model_rows_match_f32_weights() {
         ("llama-tiny-q8_0.gguf", GgmlType::Q8_0),
         ("llama-tiny-q4_0.gguf", GgmlType::Q4_0),
     ] {
-        let q = GgufFile::open(&lse_testdata::shared(&format!("golden/synthetic/{file}")))
+        let q = GgufFile::open(&lse_testdata::golden(&format!("synthetic/{file}")))
             .expect("open quantized model");
         let mut checked = 0usize;
         for name in [

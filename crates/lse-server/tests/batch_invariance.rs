@@ -6,7 +6,7 @@ use serde_json::Value;
 use std::process::Command;
 
 fn report(model: &std::path::Path, batch: &str, ubatch: &str) -> Value {
-    let text = lse_testdata::shared("data/wiki.test.raw");
+    let text = lse_testdata::data("wiki.test.raw");
     let o = Command::new(env!("CARGO_BIN_EXE_lse-server"))
         .arg("--model")
         .arg(model)

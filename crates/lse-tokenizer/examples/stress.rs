@@ -4,7 +4,8 @@
 //!
 //! cargo run --release -p lse-tokenizer --example stress -- --minutes 10 VOCAB.gguf...
 //!
-//! With no files it takes every `*.gguf` in `LSE_VOCAB_DIR` and `../shared/data/vocab`.
+//! With no files it takes every `*.gguf` in `LSE_VOCAB_DIR` and `data/vocab` (run from the repository root;
+//! `scripts/get-vocabs.sh` fetches them).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
@@ -112,7 +113,7 @@ fn main() {
         let dirs: Vec<PathBuf> = std::env::var("LSE_VOCAB_DIR")
             .into_iter()
             .map(PathBuf::from)
-            .chain([PathBuf::from("../shared/data/vocab")])
+            .chain([PathBuf::from("data/vocab")])
             .collect();
         for d in dirs {
             for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {

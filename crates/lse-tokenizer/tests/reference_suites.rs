@@ -27,7 +27,7 @@ fn every_reference_suite() {
     };
     let mut failures = Vec::new();
     let mut total = 0;
-    // the shared folder's suites too (the same files as llama.cpp's)
+    // data/vocab's suites too (the same files as llama.cpp's)
     let shared = common::vocab_path("ggml-vocab-gpt-2.gguf").parent().unwrap().to_path_buf();
     let mut all: Vec<(String, std::path::PathBuf)> = Vec::new();
     for d in [&dir, &shared] {

@@ -52,7 +52,7 @@ pub fn synthetic_windows(v: &Value) -> Vec<GoldWindow> {
 /// Running chunk perplexities of `s` (ctx `ctx`, rows from ctx/2 scored) and llama.cpp's from
 /// `<name>.ppl.json` of the synthetic set, with the worst relative difference; prints a summary.
 pub fn synthetic_ppl(name: &str, ctx: usize, tag: &str, s: &Scores) -> (Vec<f64>, Vec<f64>, f64) {
-    let dir = lse_testdata::shared("golden/synthetic");
+    let dir = lse_testdata::golden("synthetic");
     let gold: Vec<f64> =
         read_json(&dir.join(format!("{name}.ppl.json")))["chunk_ppl"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
     let ppl = s.running_ppl(ctx - ctx / 2 - 1);

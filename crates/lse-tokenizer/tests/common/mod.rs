@@ -14,7 +14,7 @@ pub fn load(path: &Path) -> Tokenizer {
 }
 
 pub fn vocab_path(name: &str) -> std::path::PathBuf {
-    lse_testdata::shared(&format!("data/vocab/{name}"))
+    lse_testdata::data(&format!("vocab/{name}"))
 }
 
 /// SHA-256 of the ids as little-endian u32, in hex.
