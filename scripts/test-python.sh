@@ -39,6 +39,12 @@ if [ ${#missing[@]} -gt 0 ]; then
     echo "test-python: installing ${missing[*]} into $venv" >&2
     "$vpy" -m pip install --quiet "${missing[@]}"
 fi
+# Ray, for lse.distributed (the optional extra lse[ray]); its test is skipped only when Ray cannot
+# be imported, so a failed install is reported loudly here.
+if ! "$vpy" -c "import ray" 2>/dev/null; then
+    echo "test-python: installing ray into $venv" >&2
+    "$vpy" -m pip install --quiet "ray>=2.9" || echo "test-python: WARNING: ray could not be installed; the lse.distributed test will be skipped" >&2
+fi
 # maturin is a program: the venv's own, else one on PATH, else installed into the venv.
 maturin="$venv/bin/maturin"
 if [ ! -x "$maturin" ]; then

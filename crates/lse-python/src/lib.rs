@@ -96,6 +96,8 @@ fn engine_error(e: lse_engine::EngineError) -> PyErr {
 #[pyclass(module = "lse._lse", frozen)]
 struct NativeEngine {
     engine: lse_engine::Engine,
+    /// The model as opened (a file or a folder), for a shard's model-file SHA-256.
+    model: std::path::PathBuf,
     busy: Mutex<()>,
 }
 
@@ -113,11 +115,13 @@ impl NativeEngine {
     #[new]
     fn new(py: Python<'_>, options_json: &str) -> PyResult<NativeEngine> {
         let o = lse_engine::OpenOptions::parse(options_json).map_err(PyValueError::new_err)?;
+        let model = o.model.clone();
         let engine = py
             .allow_threads(|| lse_engine::Engine::load(&o.model, o.engine))
             .map_err(engine_error)?;
         Ok(NativeEngine {
             engine,
+            model,
             busy: Mutex::new(()),
         })
     }
@@ -126,9 +130,15 @@ impl NativeEngine {
     fn perplexity_json(&self, py: Python<'_>, request: &str) -> PyResult<String> {
         let v: serde_json::Value = serde_json::from_str(request)
             .map_err(|e| PyValueError::new_err(format!("request: {e}")))?;
-        let req = lse_eval::PerplexityRequest::from_json(&v).map_err(eval_error)?;
+        let mut req = lse_eval::PerplexityRequest::from_json(&v).map_err(eval_error)?;
         let report = py
             .allow_threads(|| {
+                if req.shard.is_some() && req.model_sha256.is_none() {
+                    // a shard's fingerprint names the model file
+                    let path = lse_engine::resolve_model_path(&self.model)
+                        .map_err(|e| lse_eval::EvalError::Input(e.to_string()))?;
+                    req.model_sha256 = Some(lse_eval::file_sha256(&path, "model")?);
+                }
                 self.serial(|e| lse_eval::run_perplexity(e, &req, &mut lse_eval::NoProgress))
             })
             .map_err(eval_error)?;
@@ -216,8 +226,21 @@ impl NativeEngine {
     }
 }
 
+/// Merges shard files (`{"shards": [paths], "kld_base_out", "include_windows",
+/// "include_token_ids"}` as JSON text) into the SPEC §4 report (JSON text), as
+/// `lse-server --perplexity-merge` does; writes the merged KL base when the shards recorded one.
+#[pyfunction]
+fn merge_shards_json(py: Python<'_>, request: &str) -> PyResult<String> {
+    let v: serde_json::Value = serde_json::from_str(request)
+        .map_err(|e| PyValueError::new_err(format!("merge request: {e}")))?;
+    let req = lse_eval::MergeRequest::from_json(&v).map_err(eval_error)?;
+    let report = py.allow_threads(|| lse_eval::merge(&req)).map_err(eval_error)?;
+    serde_json::to_string(&report).map_err(|e| PyRuntimeError::new_err(e.to_string()))
+}
+
 #[pymodule]
 fn _lse(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(merge_shards_json, m)?)?;
     m.add_function(wrap_pyfunction!(conditional_perplexity_f32, m)?)?;
     m.add_function(wrap_pyfunction!(conditional_perplexity_f64, m)?)?;
     m.add_class::<NativeEngine>()?;

@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as _np
 
 from . import _lse
-from ._engine import Engine, read_pairs
+from ._engine import Engine, merge_shards, read_pairs
 
-__all__ = ["conditional_perplexity", "Engine", "read_pairs"]
+__all__ = ["conditional_perplexity", "Engine", "merge_shards", "read_pairs"]
 
 _INT64_MAX = _np.iinfo(_np.int64).max
 

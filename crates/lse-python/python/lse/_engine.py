@@ -66,6 +66,36 @@ def _pairs(value):
     return out
 
 
+def _shard(value):
+    """``(i, n)`` or ``"i/n"`` as the request's ``{"index": i, "count": n}``."""
+    if isinstance(value, str):
+        parts = value.split("/")
+        if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+            raise ValueError(f"shard must be (index, count) or 'I/N', got {value!r}")
+        value = (int(parts[0]), int(parts[1]))
+    try:
+        index, count = value
+    except (TypeError, ValueError):
+        raise ValueError(f"shard must be (index, count) or 'I/N', got {value!r}") from None
+    return {"index": _size("shard index", index, minimum=0), "count": _size("shard count", count, minimum=1)}
+
+
+def merge_shards(shards, *, kld_base_out=None, include_windows=False, include_token_ids=False):
+    """Merges shard files (``Engine.perplexity(shard=..., shard_out=...)`` or
+    ``lse-server --perplexity-shard``) into the SPEC §4 report, as ``lse-server --perplexity-merge``:
+    the shards must be one plan, complete and disjoint; the numbers equal a single run's bit for bit.
+    Writes the merged KL base (to ``kld_base_out``, else where the shards were told) when they
+    recorded one. No model is loaded."""
+    if isinstance(shards, (str, bytes)) or not hasattr(shards, "__iter__"):
+        raise ValueError("shards must be a list of shard file paths")
+    paths = [_path("shards", p) for p in shards]
+    req = {"shards": paths, "include_windows": bool(include_windows), "include_token_ids": bool(include_token_ids)}
+    out = _path("kld_base_out", kld_base_out)
+    if out is not None:
+        req["kld_base_out"] = out
+    return json.loads(_lse.merge_shards_json(json.dumps(req)))
+
+
 def read_pairs(path):
     """Reads a ``--perplexity-pairs`` JSON Lines file into a list of ``{"prompt", "response"}`` dicts
     (blank lines skipped). A bad line raises ValueError with its line number."""
@@ -154,11 +184,15 @@ class Engine:
 
     def perplexity(self, text=None, *, tokens=None, pairs=None, method=None, ctx=None, stride=None,
                    chunks=None, kld_base=None, kld_base_out=None, kld_top_k=None,
-                   include_windows=False, include_token_ids=False):
+                   include_windows=False, include_token_ids=False, shard=None, shard_out=None):
         """Scores ``text`` (a str, tokenized as a prompt and used as given), ``tokens`` (ids), or
         ``pairs`` (``{"prompt", "response"}`` records: conditional perplexity of the responses) and
         returns the SPEC §4 report as a dict, exactly as ``lse-server`` prints it.
-        Options are the SPEC §7 request fields (``None`` = default)."""
+        Options are the SPEC §7 request fields (``None`` = default).
+
+        ``shard=(i, n)`` (or ``"i/n"``) with ``shard_out=PATH``: score only shard ``i`` (0-based) of
+        ``n`` contiguous shares of the windows and write a shard file there (``--perplexity-shard``);
+        returns a small dict naming it. :func:`lse.merge_shards` merges the files into the report."""
         given = [k for k, v in (("text", text), ("tokens", tokens), ("pairs", pairs)) if v is not None]
         if len(given) != 1:
             raise ValueError("perplexity needs exactly one of text, tokens, pairs")
@@ -185,6 +219,11 @@ class Engine:
                 req[name] = value
         req["include_windows"] = bool(include_windows)
         req["include_token_ids"] = bool(include_token_ids)
+        if shard is not None:
+            req["shard"] = _shard(shard)
+        out = _path("shard_out", shard_out)
+        if out is not None:
+            req["shard_out"] = out
         return json.loads(self._native.perplexity_json(json.dumps(req)))
 
     def generate(self, prompt, *, max_tokens=None, temperature=None, top_k=None, top_p=None, min_p=None,
