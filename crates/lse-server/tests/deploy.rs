@@ -17,7 +17,7 @@ fn repo() -> PathBuf {
 }
 
 fn text(dir: &Path) -> PathBuf {
-    let b = std::fs::read(lse_testdata::shared("data/wiki.test.raw")).unwrap();
+    let b = std::fs::read(lse_testdata::data("wiki.test.raw")).unwrap();
     let f = dir.join("text.txt");
     let mut end = 16_000.min(b.len());
     while end < b.len() && b[end] != b'\n' {

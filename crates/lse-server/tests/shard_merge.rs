@@ -61,7 +61,7 @@ pub fn numbers(report: &Path) -> String {
 
 /// The first ~24 KB of wikitext-2 (more than 16 chunks of 128 tokens), so each process tokenizes little.
 fn text(dir: &Path) -> PathBuf {
-    let b = std::fs::read(lse_testdata::shared("data/wiki.test.raw")).unwrap();
+    let b = std::fs::read(lse_testdata::data("wiki.test.raw")).unwrap();
     let mut end = 24_000.min(b.len());
     while end < b.len() && b[end] != b'\n' {
         end += 1;
