@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Makes data/golden/synthetic-moe/: the tiny MoE models (scripts/make-synthetic-moe.py), their Q8_0
-# copies (llama-quantize) and llama.cpp's perplexity goldens in two configurations:
+# (qwen) / MXFP4_MOE (gpt-oss) copies (llama-quantize) and llama.cpp's perplexity goldens in two configurations:
 #   <model>.fa-kvf16.json   llama-perplexity -fa on  -ctk f16 -ctv f16
 #   <model>.dense-kvf32.json llama-perplexity -fa off -ctk f32 -ctv f32
 # each `-c 128 -b 128 --chunks 8 -t 2 --kl-divergence-base` on data/wiki.test.raw, decoded by
@@ -19,7 +19,9 @@ python3 "$ROOT/scripts/make-synthetic-moe.py" "$SYN" "$OUT"
 for m in qwen3moe-tiny qwen35moe-tiny; do
   "$BIN/llama-quantize" "$OUT/$m.gguf" "$OUT/$m-q8_0.gguf" Q8_0 > "$TMP/q.log" 2>&1
 done
-for m in qwen3moe-tiny qwen35moe-tiny qwen3moe-tiny-q8_0 qwen35moe-tiny-q8_0; do
+# experts MXFP4, the other matrices Q8_0
+"$BIN/llama-quantize" "$OUT/gpt-oss-tiny.gguf" "$OUT/gpt-oss-tiny-mxfp4.gguf" MXFP4_MOE > "$TMP/q.log" 2>&1
+for m in qwen3moe-tiny qwen35moe-tiny qwen3moe-tiny-q8_0 qwen35moe-tiny-q8_0 gpt-oss-tiny gpt-oss-tiny-mxfp4; do
   for cfg in "fa-kvf16:-fa on -ctk f16 -ctv f16" "dense-kvf32:-fa off -ctk f32 -ctv f32"; do
     tag=${cfg%%:*}
     # llama.cpp's log thread sometimes loses the last lines at exit: run again until they are there

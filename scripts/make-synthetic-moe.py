@@ -17,6 +17,10 @@ qwen35moe-tiny  from qwen35-tiny: 4 hybrid layers (3 delta-net, 1 attention), 8 
                 layers 0-1 store the fused ffn_gate_up_exps, layers 2-3 separate tensors; plus a
                 multi-token-prediction block at blk.4 (nextn_predict_layers = 1) that inference
                 does not run.
+gpt-oss-tiny    4 layers (even ones sliding-window 32), 4 heads / 2 kv heads of 32 with q/k/v/o
+                biases and attention sinks, rope NEOX base 1.5e5 with YaRN (factor 32, original
+                context 4096), 8 experts top-2 of width 32 with router and expert biases, the
+                clamped SwiGLU; an untied output (a copy of token_embd).
 
 Deterministic: same inputs and seeds give byte-identical files (numpy >= 1.17, gguf-py 0.19).
 """
@@ -188,6 +192,77 @@ def make_qwen35moe(syn, out):
     write(w)
 
 
+def make_gpt_oss(syn, out):
+    seed = 2003
+    rng = np.random.default_rng(seed)
+    src = gguf.GGUFReader(f"{syn}/qwen3-tiny.gguf")
+    st = tensors(src)
+    n_layer, n_embd, n_head, n_head_kv, hd = 4, 64, 4, 2, 32
+    n_expert, n_used, n_ff = 8, 2, 32
+    a = "gpt-oss"
+    w = gguf.GGUFWriter(f"{out}/gpt-oss-tiny.gguf", a)
+    w.add_name("gpt-oss-tiny")
+    w.add_description(f"synthetic random-weight gpt-oss model for architecture tests (scripts/make-synthetic-moe.py, seed {seed}); not a trained model")
+    w.add_file_type(0)
+    w.add_quantization_version(2)
+    w.add_uint32(f"{a}.context_length", 131072)
+    w.add_uint32(f"{a}.embedding_length", n_embd)
+    w.add_uint32(f"{a}.block_count", n_layer)
+    w.add_uint32(f"{a}.feed_forward_length", n_ff)
+    w.add_uint32(f"{a}.attention.head_count", n_head)
+    w.add_uint32(f"{a}.attention.head_count_kv", n_head_kv)
+    w.add_uint32(f"{a}.attention.key_length", hd)
+    w.add_uint32(f"{a}.attention.value_length", hd)
+    w.add_float32(f"{a}.attention.layer_norm_rms_epsilon", 1e-5)
+    w.add_float32(f"{a}.rope.freq_base", 150000.0)
+    w.add_string(f"{a}.rope.scaling.type", "yarn")
+    w.add_float32(f"{a}.rope.scaling.factor", 32.0)
+    w.add_uint32(f"{a}.rope.scaling.original_context_length", 4096)
+    w.add_uint32(f"{a}.attention.sliding_window", 32)
+    w.add_uint32(f"{a}.expert_count", n_expert)
+    w.add_uint32(f"{a}.expert_used_count", n_used)
+    w.add_uint32(f"{a}.expert_feed_forward_length", n_ff)
+    copy_vocab(w, src, False)
+    emb = arr(st["token_embd.weight"])[:N_VOCAB].astype(np.float16)
+    w.add_tensor("token_embd.weight", emb)
+    w.add_tensor("output_norm.weight", arr(st["output_norm.weight"]))
+    w.add_tensor("output.weight", emb.copy())
+
+    def bias(shape, scale=0.1):
+        return (scale * rng.standard_normal(shape)).astype(np.float32)
+
+    for il in range(n_layer):
+        p = f"blk.{il}."
+        w.add_tensor(p + "attn_norm.weight", norm_w(rng, n_embd))
+        w.add_tensor(p + "post_attention_norm.weight", norm_w(rng, n_embd))
+        w.add_tensor(p + "attn_q.weight", normal(rng, (n_head * hd, n_embd), n_embd, gain=2.0))
+        w.add_tensor(p + "attn_q.bias", bias(n_head * hd))
+        w.add_tensor(p + "attn_k.weight", normal(rng, (n_head_kv * hd, n_embd), n_embd, gain=2.0))
+        w.add_tensor(p + "attn_k.bias", bias(n_head_kv * hd))
+        w.add_tensor(p + "attn_v.weight", normal(rng, (n_head_kv * hd, n_embd), n_embd))
+        w.add_tensor(p + "attn_v.bias", bias(n_head_kv * hd))
+        o = normal(rng, (n_embd, n_head * hd), n_head * hd)
+        o[0, :] = 0.0
+        ob = bias(n_embd)
+        ob[0] = 0.0
+        w.add_tensor(p + "attn_output.weight", o)
+        w.add_tensor(p + "attn_output.bias", ob)
+        w.add_tensor(p + "attn_sinks.weight", rng.standard_normal(n_head).astype(np.float32))
+        w.add_tensor(p + "ffn_gate_inp.weight", normal(rng, (n_expert, n_embd), n_embd, gain=3.0))
+        w.add_tensor(p + "ffn_gate_inp.bias", bias(n_expert))
+        gate, up, down = experts(rng, n_expert, n_ff, n_embd)
+        gate *= 3.0  # gate values beyond the clamp at 7 occur
+        w.add_tensor(p + "ffn_gate_exps.weight", gate)
+        w.add_tensor(p + "ffn_gate_exps.bias", bias((n_expert, n_ff)))
+        w.add_tensor(p + "ffn_up_exps.weight", up)
+        w.add_tensor(p + "ffn_up_exps.bias", bias((n_expert, n_ff)))
+        w.add_tensor(p + "ffn_down_exps.weight", down)
+        db = bias((n_expert, n_embd))
+        db[:, 0] = 0.0
+        w.add_tensor(p + "ffn_down_exps.bias", db)
+    write(w)
+
+
 def write(w):
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -201,6 +276,7 @@ def main():
     syn, out = sys.argv[1], sys.argv[2]
     make_qwen3moe(syn, out)
     make_qwen35moe(syn, out)
+    make_gpt_oss(syn, out)
 
 
 if __name__ == "__main__":

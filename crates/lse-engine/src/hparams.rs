@@ -22,6 +22,9 @@ pub struct HParams {
     pub rope_base: f32,
     /// 1 / `rope.scaling.factor` (linear scaling), 1 when absent.
     pub rope_freq_scale: f32,
+    /// `rope.scaling.type` yarn: (`rope.scaling.original_context_length` or `context_length`,
+    /// `rope.scaling.attn_factor` or 1).
+    pub rope_yarn: Option<(usize, f32)>,
     /// `context_length` (0 when absent).
     pub n_ctx_train: usize,
     n_ff: Vec<usize>,
@@ -51,18 +54,28 @@ impl HParams {
             .ok_or_else(|| EngineError::Metadata(format!("missing key {}", k("attention.layer_norm_rms_epsilon"))))?;
         let rope_base = f.get_f32(&k("rope.freq_base")).unwrap_or(10000.0);
         if let Some(t) = f.get_str(&k("rope.scaling.type")) {
-            if t != "none" && t != "linear" {
+            if t != "none" && t != "linear" && t != "yarn" {
                 return Err(EngineError::Metadata(format!("rope scaling type '{t}' is not supported")));
             }
         }
         let factor = f.get_f32(&k("rope.scaling.factor")).or_else(|| f.get_f32(&k("rope.scale_linear"))).unwrap_or(0.0);
         let rope_freq_scale = if factor == 0.0 { 1.0 } else { 1.0 / factor };
         let n_ctx_train = f.get_u64(&k("context_length")).unwrap_or(0) as usize;
+        let rope_yarn = match f.get_str(&k("rope.scaling.type")) {
+            Some("yarn") => {
+                if f.get(&k("rope.scaling.yarn_log_multiplier")).is_some_and(|v| v.as_f32() != Some(0.0)) {
+                    return Err(EngineError::Metadata(format!("{arch}: rope.scaling.yarn_log_multiplier is not supported")));
+                }
+                let orig = f.get_u64(&k("rope.scaling.original_context_length")).map_or(n_ctx_train, |v| v as usize);
+                Some((orig, f.get_f32(&k("rope.scaling.attn_factor")).unwrap_or(1.0)))
+            }
+            _ => None,
+        };
         let n_ff = per_layer(f, &k("feed_forward_length"), n_layer)?.unwrap_or_default();
         if head_dim_k == 0 || n_rot > head_dim_k || !n_rot.is_multiple_of(2) {
             return Err(EngineError::Metadata(format!("{arch}: rope dims {n_rot} do not fit head size {head_dim_k}")));
         }
-        Ok(HParams { arch, n_layer, n_embd, n_head, n_head_kv, head_dim_k, head_dim_v, n_rot, eps, rope_base, rope_freq_scale, n_ctx_train, n_ff })
+        Ok(HParams { arch, n_layer, n_embd, n_head, n_head_kv, head_dim_k, head_dim_v, n_rot, eps, rope_base, rope_freq_scale, rope_yarn, n_ctx_train, n_ff })
     }
 
     /// KV heads of layer `il` (0 for a layer without attention when the file says so).

@@ -1,5 +1,5 @@
-//! The tiny mixture-of-experts models (data/golden/synthetic-moe: qwen3moe, qwen35moe, f32 and
-//! Q8_0) against llama.cpp's log-probs and chunk perplexities (ctx 128, 8 chunks, rows 64..126),
+//! The tiny mixture-of-experts models (data/golden/synthetic-moe: qwen3moe, qwen35moe, gpt-oss;
+//! f32 and Q8_0 / MXFP4) against llama.cpp's log-probs and chunk perplexities (ctx 128, 8 chunks, rows 64..126),
 //! flash and dense, KV f16 and f32; and batch invariance of the expert routing.
 
 mod common;
@@ -105,11 +105,23 @@ fn qwen35moe_tiny_q8_0_matches_llamacpp() {
     check_model("qwen35moe-tiny-q8_0", "qwen35moe", 0.15, 1e-4, 0.005, 0.98);
 }
 
+#[test]
+fn gpt_oss_tiny_matches_llamacpp() {
+    check_model("gpt-oss-tiny", "gpt-oss", 1e-3, 1e-4, 0.001, 0.99);
+}
+
+// MXFP4 experts, the other matrices Q8_0: 8-bit activations again, and the gate weights (x3, to reach
+// the clamp) make it more chaotic: llama.cpp's own fa-f16 and dense-f32 runs differ by up to 1.6 NLL.
+#[test]
+fn gpt_oss_tiny_mxfp4_matches_llamacpp() {
+    check_model("gpt-oss-tiny-mxfp4", "gpt-oss", 0.5, 1e-4, 0.005, 0.98);
+}
+
 /// Each window's log-probs are bit-identical whether it runs alone, beside the other windows in
 /// one pass (other rows pick other experts), or split into odd ubatches.
 #[test]
 fn moe_routing_is_batch_invariant() {
-    for name in ["qwen3moe-tiny", "qwen35moe-tiny-q8_0"] {
+    for name in ["qwen3moe-tiny", "qwen35moe-tiny-q8_0", "gpt-oss-tiny-mxfp4"] {
         let gold = golden(name, KvDtype::F16);
         let windows = synthetic_windows(&gold);
         let alone = score_windows(&load(name, opts(true, KvDtype::F16, CTX, CTX)), &windows, CTX / 2);

@@ -2,6 +2,7 @@
 //! the registry that maps `general.architecture` to a loader. See ARCH.md.
 
 pub mod gemma3;
+pub mod gpt_oss;
 pub mod llama;
 pub mod qwen2;
 pub mod qwen3;
@@ -11,7 +12,7 @@ pub mod qwen3moe;
 
 use crate::blocks::attention::AttnConfig;
 use crate::kv_cache::LayerKv;
-use crate::ops::rope::{RopeKind, RopeParams};
+use crate::ops::rope::{RopeKind, RopeParams, Yarn};
 use crate::{EngineError, ForwardCtx, KvDtype, Weights};
 use std::any::Any;
 
@@ -67,7 +68,7 @@ pub trait Architecture: Send + Sync {
 }
 
 /// Architectures this engine runs.
-pub const SUPPORTED: &[&str] = &["llama", "qwen2", "qwen3", "gemma3", "qwen35", "qwen3moe", "qwen35moe"];
+pub const SUPPORTED: &[&str] = &["llama", "qwen2", "qwen3", "gemma3", "qwen35", "qwen3moe", "qwen35moe", "gpt-oss"];
 
 /// Loads the architecture named by the file's `general.architecture`.
 pub fn load_architecture(w: &Weights) -> Result<Box<dyn Architecture>, EngineError> {
@@ -79,6 +80,7 @@ pub fn load_architecture(w: &Weights) -> Result<Box<dyn Architecture>, EngineErr
         "qwen35" => qwen35::load(w),
         "qwen3moe" => qwen3moe::load(w),
         "qwen35moe" => qwen35moe::load(w),
+        "gpt-oss" => gpt_oss::load(w),
         other => Err(EngineError::UnsupportedArchitecture(other.to_string())),
     }
 }
@@ -98,11 +100,19 @@ pub fn standard_attn(w: &Weights, il: usize, kind: RopeKind) -> Result<AttnConfi
         n_head_kv,
         head_dim_k: hp.head_dim_k,
         head_dim_v: hp.head_dim_v,
-        rope: RopeParams { kind, n_rot: hp.n_rot, base: hp.rope_base, freq_scale: hp.rope_freq_scale, freq_factors },
+        rope: RopeParams {
+            kind,
+            n_rot: hp.n_rot,
+            base: hp.rope_base,
+            freq_scale: hp.rope_freq_scale,
+            freq_factors,
+            yarn: hp.rope_yarn.map(|(orig, attn)| Yarn::new(hp.n_rot, orig, hp.rope_base, hp.rope_freq_scale, attn)),
+        },
         q_scale: 1.0,
         kq_scale: 1.0 / (hp.head_dim_k as f32).sqrt(),
         window: None,
         q_gate: false,
+        sinks: None,
         eps: hp.eps,
     })
 }

@@ -4,6 +4,7 @@
 use crate::backend::AttnCall;
 use crate::arch::SeqRows;
 use crate::kv_cache::LayerKv;
+use crate::ops::attn_sinks::{self, SinkCall};
 use crate::ops::rope::RopeParams;
 use crate::{EngineError, ForwardCtx, Matrix, Weights};
 
@@ -18,6 +19,7 @@ pub struct AttnWeights {
     pub q_norm: Option<Vec<f32>>,
     pub k_norm: Option<Vec<f32>>,
     pub o: Matrix,
+    pub o_bias: Option<Vec<f32>>,
 }
 
 /// Shape and math of one attention layer.
@@ -35,6 +37,8 @@ pub struct AttnConfig {
     pub window: Option<usize>,
     /// `attn_q` rows per head are `[q | gate]`; the output is multiplied by sigmoid(gate).
     pub q_gate: bool,
+    /// A learned logit per head in every softmax denominator (gpt-oss `attn_sinks`).
+    pub sinks: Option<Vec<f32>>,
     pub eps: f32,
 }
 
@@ -63,6 +67,7 @@ impl AttnWeights {
             q_norm: w.opt_vector(&p("attn_q_norm.weight"), cfg.head_dim_k)?,
             k_norm: w.opt_vector(&p("attn_k_norm.weight"), cfg.head_dim_k)?,
             o: w.matrix(&p("attn_output.weight"), cfg.n_head * cfg.head_dim_v, n_embd)?,
+            o_bias: w.opt_vector(&p("attn_output.bias"), n_embd)?,
         })
     }
 }
@@ -134,13 +139,21 @@ impl AttnLayer {
             }
             let kv = s.state.kv[il].as_mut().ok_or_else(|| EngineError::Kernel(format!("layer {il}: attention without a cache")))?;
             b.kv_store(kv, s.pos0, s.n, ks, &v[rows.start * vw..rows.end * vw])?;
-            b.attention(qs, s.n, s.pos0, kv, &call, &mut att[rows.start * ow..rows.end * ow])?;
+            let att_s = &mut att[rows.start * ow..rows.end * ow];
+            b.attention(qs, s.n, s.pos0, kv, &call, att_s)?;
+            if let Some(sinks) = &c.sinks {
+                let sc = SinkCall { n_head: c.n_head, scale: c.kq_scale, window: c.window, sinks };
+                attn_sinks::apply(&sc, qs, s.n, s.pos0, kv, att_s, &|n, f| b.run(n, f));
+            }
         }
         if let Some(g) = gate {
             b.mul_sigmoid(&mut att, &g);
             cx.recycle(g);
         }
         b.matmul(&self.w.o, &att, n, out);
+        if let Some(bias) = &self.w.o_bias {
+            b.add_bias(out, bias);
+        }
         for buf in [q, k, v, att] {
             cx.recycle(buf);
         }

@@ -1,6 +1,7 @@
 //! Plain CPU operations on f32 rows; the CPU backend calls these.
 
 pub mod act;
+pub mod attn_sinks;
 pub mod norm;
 pub mod rope;
 

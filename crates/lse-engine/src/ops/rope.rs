@@ -20,6 +20,51 @@ pub struct RopeParams {
     pub freq_scale: f32,
     /// Optional per-pair frequency divisors (`rope_freqs.weight`), n_rot/2 of them.
     pub freq_factors: Option<Vec<f32>>,
+    /// YaRN context extension (None: plain scaling).
+    pub yarn: Option<Yarn>,
+}
+
+/// YaRN (ggml's `rope_yarn`): pair `i` blends the interpolated angle `freq_scale * theta` with the
+/// original one by a ramp over the correction dims, and cos/sin are scaled by
+/// `attn_factor * (1 + 0.1 ln(1 / freq_scale))`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Yarn {
+    pub ext_factor: f32,
+    pub attn_factor: f32,
+    /// First and last pair index of the ramp (`ggml_rope_yarn_corr_dims`).
+    pub corr_dims: [f32; 2],
+}
+
+impl Yarn {
+    /// llama.cpp's setup for a file with `rope.scaling.type` yarn: ext_factor 1, beta_fast 32,
+    /// beta_slow 1, and the attention factor that cancels the magnitude scaling's own log term.
+    pub fn new(n_rot: usize, n_ctx_orig: usize, base: f32, freq_scale: f32, rope_attn_factor: f32) -> Yarn {
+        let corr_dim = |beta: f32| n_rot as f32 * (n_ctx_orig as f32 / (beta * 2.0 * std::f32::consts::PI)).ln() / (2.0 * base.ln());
+        let factor = 1.0 / freq_scale;
+        let mut attn_factor = if factor <= 1.0 { 1.0 } else { 0.1 * factor.ln() + 1.0 };
+        attn_factor *= 1.0 / (1.0 + 0.1 * factor.ln());
+        attn_factor *= rope_attn_factor;
+        Yarn {
+            ext_factor: 1.0,
+            attn_factor,
+            corr_dims: [corr_dim(32.0).floor().max(0.0), corr_dim(1.0).ceil().min(n_rot as f32 - 1.0)],
+        }
+    }
+
+    /// (cos, sin) of pair `i` whose unscaled angle is `theta_extrap`.
+    fn cos_sin(&self, theta_extrap: f32, freq_scale: f32, i: usize) -> (f32, f32) {
+        let theta_interp = freq_scale * theta_extrap;
+        let mut theta = theta_interp;
+        let mut mscale = self.attn_factor;
+        if self.ext_factor != 0.0 {
+            let [low, high] = self.corr_dims;
+            let y = (i as f32 - low) / (high - low).max(0.001);
+            let ramp_mix = (1.0 - y.clamp(0.0, 1.0)) * self.ext_factor;
+            theta = theta_interp * (1.0 - ramp_mix) + theta_extrap * ramp_mix;
+            mscale *= 1.0 + 0.1 * (1.0 / freq_scale).ln();
+        }
+        (theta.cos() * mscale, theta.sin() * mscale)
+    }
 }
 
 /// Rotates `x` (`n_tokens` rows of `n_heads × head_dim`); row `t` is at position `pos0 + t`.
@@ -34,8 +79,13 @@ pub fn rope(x: &mut [f32], n_heads: usize, head_dim: usize, pos0: usize, p: &Rop
         let mut theta = (pos0 + t) as f32;
         for (i, c) in cs.iter_mut().enumerate() {
             let ff = p.freq_factors.as_ref().map_or(1.0, |f| f[i]);
-            let th = p.freq_scale * (theta / ff);
-            *c = (th.cos(), th.sin());
+            *c = match &p.yarn {
+                Some(y) => y.cos_sin(theta / ff, p.freq_scale, i),
+                None => {
+                    let th = p.freq_scale * (theta / ff);
+                    (th.cos(), th.sin())
+                }
+            };
             theta *= theta_scale;
         }
         for head in row.chunks_exact_mut(head_dim) {
@@ -58,7 +108,7 @@ mod tests {
 
     #[test]
     fn position_zero_is_identity_and_pairs_differ() {
-        let p = RopeParams { kind: RopeKind::Norm, n_rot: 4, base: 10000.0, freq_scale: 1.0, freq_factors: None };
+        let p = RopeParams { kind: RopeKind::Norm, n_rot: 4, base: 10000.0, freq_scale: 1.0, freq_factors: None, yarn: None };
         let mut x = vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
         rope(&mut x, 1, 6, 0, &p);
         assert_eq!(x, vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
