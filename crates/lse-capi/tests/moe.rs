@@ -65,3 +65,8 @@ fn qwen3moe_tiny_through_the_c_api() {
 fn qwen35moe_tiny_through_the_c_api() {
     check("qwen35moe-tiny");
 }
+
+#[test]
+fn gpt_oss_tiny_through_the_c_api() {
+    check("gpt-oss-tiny");
+}
