@@ -139,3 +139,43 @@ fn moe_routing_is_batch_invariant() {
         }
     }
 }
+
+/// A copy of a tiny MoE model with metadata keys dropped or replaced, written to a temp file.
+fn rewritten(name: &str, tag: &str, drop: &[&str], set: &[(&str, lse_gguf::Value)]) -> PathBuf {
+    let src = lse_gguf::GgufFile::open(&dir().join(format!("{name}.gguf"))).expect("open model");
+    let mut wr = lse_gguf::GgufWriter::new();
+    wr.set_alignment(src.alignment() as u32);
+    for (k, v) in src.metadata() {
+        if !drop.contains(&k.as_str()) && !set.iter().any(|(s, _)| s == k) {
+            wr.add_kv(k.clone(), v.clone());
+        }
+    }
+    for (k, v) in set {
+        wr.add_kv(*k, v.clone());
+    }
+    for t in src.tensors() {
+        wr.add_tensor(t.name.clone(), &t.dims, t.ggml_type, src.tensor_data(t).to_vec());
+    }
+    let path = std::env::temp_dir().join(format!("lse-moe-{tag}-{}.gguf", std::process::id()));
+    wr.write(&path).expect("write rewritten gguf");
+    path
+}
+
+/// Missing or inconsistent expert metadata is one load error naming the key or tensor.
+#[test]
+fn bad_expert_metadata_is_an_error() {
+    use lse_gguf::Value;
+    for (name, tag, drop, set, want) in [
+        ("qwen3moe-tiny", "nocount", vec!["qwen3moe.expert_count"], vec![], "qwen3moe.expert_count"),
+        ("qwen3moe-tiny", "used9", vec![], vec![("qwen3moe.expert_used_count", Value::U32(9))], "9 experts used of 8"),
+        ("qwen3moe-tiny", "count7", vec![], vec![("qwen3moe.expert_count", Value::U32(7))], "blk.0.ffn_gate_exps.weight' has shape [64, 64, 8]"),
+        ("gpt-oss-tiny", "noswa", vec!["gpt-oss.attention.sliding_window"], vec![], "sliding_window"),
+        ("gpt-oss-tiny", "logmul", vec![], vec![("gpt-oss.rope.scaling.yarn_log_multiplier", Value::F32(0.1))], "yarn_log_multiplier"),
+    ] {
+        let path = rewritten(name, tag, &drop, &set);
+        let err = Engine::load(&path, opts(true, KvDtype::F16, CTX, CTX)).err().unwrap_or_else(|| panic!("{tag}: loaded"));
+        let _ = std::fs::remove_file(&path);
+        let msg = err.to_string();
+        assert!(msg.contains(want) && !msg.contains('\n'), "{tag}: {msg}");
+    }
+}
