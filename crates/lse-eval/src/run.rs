@@ -125,7 +125,8 @@ pub fn reduce_full(row: &[f32], ids: &[u32], top_k: usize) -> Reduction {
     Reduction { max: m, sum_exp: s, argmax: am as u32, picked: ids.iter().map(|&i| row[i as usize]).collect(), top }
 }
 
-/// Runs a prepared request on `scorer` and returns the SPEC §4 report.
+/// Runs a prepared request on `scorer` and returns the SPEC §4 report; with `req.shard`, scores
+/// only that shard's windows, writes the shard file and returns a short `lse.perplexity-shard` object.
 pub fn run_prepared<S: Scorer>(scorer: &S, req: &PerplexityRequest, pre: Preflight, progress: &mut dyn Progress) -> Result<Value> {
     let t0 = Instant::now();
     let Preflight { mut base, base_out, shard } = pre;
@@ -201,7 +202,6 @@ pub fn run_prepared<S: Scorer>(scorer: &S, req: &PerplexityRequest, pre: Preflig
             _ => format!("--perplexity-ctx {ctx} scores no token (a window scores only its second half): use a ctx of at least 3"),
         }));
     }
-
     let run = RunIdentity {
         token_ids_sha256: sha.clone(),
         tokens: tokens.len(),

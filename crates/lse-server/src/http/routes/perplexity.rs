@@ -22,8 +22,12 @@ pub async fn perplexity(State(app): State<AppState>, JsonObject(body): JsonObjec
 
 async fn run(app: &AppState, body: serde_json::Map<String, Value>) -> ApiResult<Json<Value>> {
     let ready = app.ready()?;
-    if body.get("kld_base_out").is_some_and(|v| !v.is_null()) {
-        return Err(ApiError::bad_request("\"kld_base_out\" writes a file on the server and is not served over HTTP; use the CLI or the library"));
+    for field in ["kld_base_out", "shard", "shard_out"] {
+        if body.get(field).is_some_and(|v| !v.is_null()) {
+            return Err(ApiError::bad_request(format!(
+                "\"{field}\" writes a file on the server and is not served over HTTP; use the CLI or the library"
+            )));
+        }
     }
     let req = lse_eval::PerplexityRequest::from_json(&Value::Object(body)).map_err(|e| ApiError::bad_request(e.to_string()))?;
     let (tx, rx) = oneshot::channel();
