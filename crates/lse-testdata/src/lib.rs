@@ -61,11 +61,14 @@ fn ensure_made() {
     });
 }
 
-/// A file or folder under the repository's `data/` (e.g. `wiki.test.raw`, `vocab/ggml-vocab-gpt-2.gguf`),
-/// with the fetched and generated files made first.
+/// A file or folder under the repository's `data/` (e.g. `wiki.test.raw`, `vocab/ggml-vocab-gpt-2.gguf`).
+/// When it is in (or holds) a folder with made files, they are made first.
 pub fn data(rel: &str) -> PathBuf {
-    ensure_made();
-    repo_root().join("data").join(rel)
+    let path = Path::new("data").join(rel.trim_end_matches('/'));
+    if MADE.iter().any(|d| path.starts_with(d) || Path::new(d).starts_with(&path)) {
+        ensure_made();
+    }
+    repo_root().join(path)
 }
 
 /// A file or folder under `data/golden` (llama.cpp's reference outputs and the synthetic models),
@@ -122,6 +125,7 @@ mod tests {
         assert_eq!(golden("synthetic/llama-tiny.gguf"), root.join("data/golden/synthetic/llama-tiny.gguf"));
         assert_eq!(shared("data/wiki.test.raw"), data("wiki.test.raw"));
         assert_eq!(shared("golden/smollm2/tokens.json"), golden("smollm2/tokens.json"));
+        assert_eq!(golden(""), root.join("data/golden"));
         assert!(data("wiki.test.raw").exists());
         assert!(missing_made_files(&root).is_empty());
     }
