@@ -231,7 +231,7 @@ fn delta_rule_heads(b: &dyn Backend, s: &GdnShape, inp: &GdnInputs<'_>, n: usize
 }
 
 pub fn load(w: &Weights) -> Result<Box<dyn Architecture>, EngineError> {
-    load_with(w, &|w, il| Ok(Ffn::Dense(Mlp::load(w, il, w.hp.n_embd, Act::Silu)?)))
+    load_with(w, &|w, il| Ok(Ffn::Dense(Box::new(Mlp::load(w, il, w.hp.n_embd, Act::Silu)?))))
 }
 
 /// The qwen35 stack with each layer's FFN bound by `ffn(w, il)` (qwen35moe: experts).

@@ -5,7 +5,7 @@ use super::moe::Moe;
 use crate::ForwardCtx;
 
 pub enum Ffn {
-    Dense(Mlp),
+    Dense(Box<Mlp>),
     Moe(Box<Moe>),
 }
 

@@ -17,7 +17,7 @@ pub struct PreNormLayer {
 
 impl PreNormLayer {
     pub fn load(w: &Weights, il: usize, cfg: AttnConfig, act: Act) -> Result<PreNormLayer, EngineError> {
-        let mlp = Ffn::Dense(Mlp::load(w, il, w.hp.n_embd, act)?);
+        let mlp = Ffn::Dense(Box::new(Mlp::load(w, il, w.hp.n_embd, act)?));
         Self::load_with_ffn(w, il, cfg, mlp)
     }
 

@@ -7,6 +7,9 @@ use crate::kv_cache::LayerKv;
 use lse_kernels::attention::kv;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+/// Runs `f(0..n)` on the compute threads (`Backend::run`).
+pub type Run<'a> = &'a dyn Fn(usize, &(dyn Fn(usize) + Sync));
+
 /// One attention call's geometry (as the kernel saw it).
 pub struct SinkCall<'a> {
     pub n_head: usize,
@@ -17,7 +20,7 @@ pub struct SinkCall<'a> {
 
 /// Scales `out` (`n` rows of `n_head × head_dim_v`) for queries `q` (`n` rows of
 /// `n_head × head_dim_k`, after rope) at positions `pos0..`; `run` spreads rows over threads.
-pub fn apply(c: &SinkCall, q: &[f32], n: usize, pos0: usize, cache: &LayerKv, out: &mut [f32], run: &dyn Fn(usize, &(dyn Fn(usize) + Sync))) {
+pub fn apply(c: &SinkCall, q: &[f32], n: usize, pos0: usize, cache: &LayerKv, out: &mut [f32], run: Run) {
     let (hk, dk, dv) = (cache.n_head_kv, cache.head_dim_k, cache.head_dim_v);
     let view = cache.view();
     let Some(kb) = kv::kv_row_bytes(view.ty, dk) else { return };

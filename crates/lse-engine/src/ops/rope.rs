@@ -119,4 +119,17 @@ mod tests {
         rope(&mut b, 1, 4, 1, &RopeParams { kind: RopeKind::Neox, ..p });
         assert!((b[0] - 1f32.cos()).abs() < 1e-6 && (b[2] - 1f32.sin()).abs() < 1e-6);
     }
+
+    #[test]
+    fn yarn_keeps_fast_pairs_and_interpolates_slow_ones() {
+        // n_rot 32, base 1.5e5, original context 4096, factor 32 (gpt-oss-tiny): ramp over pairs 4..9
+        let y = Yarn::new(32, 4096, 150000.0, 1.0 / 32.0, 1.0);
+        assert_eq!(y.corr_dims, [4.0, 9.0]);
+        let m = y.attn_factor * (1.0 + 0.1 * 32f32.ln());
+        assert!((m - (1.0 + 0.1 * 32f32.ln())).abs() < 1e-6);
+        let (c, s) = y.cos_sin(0.7, 1.0 / 32.0, 2);
+        assert!((c - 0.7f32.cos() * m).abs() < 1e-6 && (s - 0.7f32.sin() * m).abs() < 1e-6);
+        let (c, _) = y.cos_sin(0.7, 1.0 / 32.0, 12);
+        assert!((c - (0.7f32 / 32.0).cos() * m).abs() < 1e-6);
+    }
 }
