@@ -179,3 +179,45 @@ fn bad_expert_metadata_is_an_error() {
         assert!(msg.contains(want) && !msg.contains('\n'), "{tag}: {msg}");
     }
 }
+
+/// Session 0's logits (as bits) after its prompt and after each decode token, run through
+/// `Engine::forward` alone (`crowd` false) or with 3 other sessions in every pass (their prompt
+/// slices and decode rows choose other experts), session 0 at a different place each time.
+fn session_logits(e: &Engine, prompt: &[u32], decode: &[u32], crowd: bool) -> Vec<Vec<u32>> {
+    use lse_engine::{Batch, Session};
+    let v = e.n_vocab();
+    let n = if crowd { 4 } else { 1 };
+    let mut sessions: Vec<Session> = (0..n).map(|_| e.new_session(None).unwrap()).collect();
+    let mut out = Vec::new();
+    for step in 0..=decode.len() {
+        let mut b = Batch::new();
+        for k in 1..n {
+            let toks: Vec<u32> = (0..if step == 0 { 9 + 5 * k } else { 1 + k % 2 }).map(|i| ((step * 31 + k * 7 + i * 13) % (v - 10) + 5) as u32).collect();
+            if k == step % (n - 1) + 1 {
+                b.add_tokens(0, sessions[0].len(), if step == 0 { prompt } else { &decode[step - 1..step] }, |_| true);
+            }
+            b.add_tokens(k, sessions[k].len(), &toks, |i| i + 1 == toks.len());
+        }
+        if !crowd {
+            b.add_tokens(0, sessions[0].len(), if step == 0 { prompt } else { &decode[step - 1..step] }, |_| true);
+        }
+        let before = b.rows.iter().take_while(|r| r.seq != 0).filter(|r| r.output).count();
+        let mine = b.rows.iter().filter(|r| r.seq == 0).count();
+        let mut refs: Vec<&mut Session> = sessions.iter_mut().collect();
+        let logits = e.head_logits(&e.forward(&mut refs, &b.rows).unwrap()).unwrap();
+        out.push(logits[before * v..(before + mine) * v].iter().map(|x| x.to_bits()).collect());
+    }
+    out
+}
+
+/// Prefill and decode rows of one session give bit-identical logits whether the session runs
+/// alone or shares every pass with other sessions (the batch invariance the engine promises).
+#[test]
+fn moe_sessions_alone_equal_crowded() {
+    for name in ["qwen35moe-tiny", "gpt-oss-tiny-mxfp4", "qwen3moe-tiny-q8_0"] {
+        let e = load(name, opts(true, KvDtype::F16, CTX, 16));
+        let prompt: Vec<u32> = (0..23).map(|i| (i * 37 % 4000 + 5) as u32).collect();
+        let decode: Vec<u32> = (0..12).map(|i| (i * 101 % 4000 + 5) as u32).collect();
+        assert!(session_logits(&e, &prompt, &decode, false) == session_logits(&e, &prompt, &decode, true), "{name}: logits depend on the other sessions");
+    }
+}
