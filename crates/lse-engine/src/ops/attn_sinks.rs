@@ -19,27 +19,33 @@ pub struct SinkCall<'a> {
 }
 
 /// Scales `out` (`n` rows of `n_head × head_dim_v`) for queries `q` (`n` rows of
-/// `n_head × head_dim_k`, after rope) at positions `pos0..`; `run` spreads rows over threads.
+/// `n_head × head_dim_k`, after rope) at positions `pos0..`; `run` spreads (row, kv head) pairs
+/// over the threads.
 pub fn apply(c: &SinkCall, q: &[f32], n: usize, pos0: usize, cache: &LayerKv, out: &mut [f32], run: Run) {
     let (hk, dk, dv) = (cache.n_head_kv, cache.head_dim_k, cache.head_dim_v);
     let view = cache.view();
     let Some(kb) = kv::kv_row_bytes(view.ty, dk) else { return };
     let group = c.n_head / hk.max(1);
     let factor: Vec<AtomicU32> = (0..n * c.n_head).map(|_| AtomicU32::new(0)).collect();
-    run(n, &|i| {
+    // one task per (query row, kv head): each cached K row is read once for the heads sharing it
+    run(n * hk, &|task| {
+        let (i, g) = (task / hk, task % hk);
         let t = pos0 + i;
         let first = c.window.map_or(0, |w| (t + 1).saturating_sub(w));
+        let n_keys = t + 1 - first;
         let mut krow = vec![0f32; dk];
-        let mut scores = vec![0f32; t + 1 - first];
-        for h in 0..c.n_head {
-            let qh = &q[(i * c.n_head + h) * dk..][..dk];
-            let kvh = h / group;
-            for (j, p) in (first..=t).enumerate() {
-                kv::load_row(view.ty, &view.k[(p * hk + kvh) * kb..][..kb], &mut krow);
-                scores[j] = qh.iter().zip(&krow).map(|(a, b)| a * b).sum::<f32>() * c.scale;
+        let mut scores = vec![0f32; group * n_keys];
+        for (j, p) in (first..=t).enumerate() {
+            kv::load_row(view.ty, &view.k[(p * hk + g) * kb..][..kb], &mut krow);
+            for r in 0..group {
+                let qh = &q[(i * c.n_head + g * group + r) * dk..][..dk];
+                scores[r * n_keys + j] = qh.iter().zip(&krow).map(|(a, b)| a * b).sum::<f32>() * c.scale;
             }
-            let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let lse = max as f64 + scores.iter().map(|&s| ((s - max) as f64).exp()).sum::<f64>().ln();
+        }
+        for (r, sc) in scores.chunks_exact(n_keys).enumerate() {
+            let h = g * group + r;
+            let max = sc.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let lse = max as f64 + sc.iter().map(|&s| ((s - max) as f64).exp()).sum::<f64>().ln();
             let f = 1.0 / (1.0 + (c.sinks[h] as f64 - lse).exp());
             factor[i * c.n_head + h].store((f as f32).to_bits(), Ordering::Relaxed);
         }
