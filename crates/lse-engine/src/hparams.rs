@@ -63,7 +63,8 @@ impl HParams {
         let n_ctx_train = f.get_u64(&k("context_length")).unwrap_or(0) as usize;
         let rope_yarn = match f.get_str(&k("rope.scaling.type")) {
             Some("yarn") => {
-                if f.get(&k("rope.scaling.yarn_log_multiplier")).is_some_and(|v| v.as_f32() != Some(0.0)) {
+                // mistral3 reads it (and the yarn betas) itself
+                if arch != "mistral3" && f.get(&k("rope.scaling.yarn_log_multiplier")).is_some_and(|v| v.as_f32() != Some(0.0)) {
                     return Err(EngineError::Metadata(format!("{arch}: rope.scaling.yarn_log_multiplier is not supported")));
                 }
                 let orig = f.get_u64(&k("rope.scaling.original_context_length")).map_or(n_ctx_train, |v| v as usize);

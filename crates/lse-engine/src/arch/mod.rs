@@ -4,11 +4,13 @@
 pub mod gemma3;
 pub mod gpt_oss;
 pub mod llama;
+pub mod mistral3;
 pub mod qwen2;
 pub mod qwen3;
 pub mod qwen35;
 pub mod qwen35moe;
 pub mod qwen3moe;
+pub mod smollm3;
 
 use crate::blocks::attention::AttnConfig;
 use crate::kv_cache::LayerKv;
@@ -68,7 +70,7 @@ pub trait Architecture: Send + Sync {
 }
 
 /// Architectures this engine runs.
-pub const SUPPORTED: &[&str] = &["llama", "qwen2", "qwen3", "gemma3", "qwen35", "qwen3moe", "qwen35moe", "gpt-oss"];
+pub const SUPPORTED: &[&str] = &["llama", "qwen2", "qwen3", "gemma3", "qwen35", "qwen3moe", "qwen35moe", "gpt-oss", "smollm3", "mistral3"];
 
 /// Loads the architecture named by the file's `general.architecture`.
 pub fn load_architecture(w: &Weights) -> Result<Box<dyn Architecture>, EngineError> {
@@ -81,6 +83,8 @@ pub fn load_architecture(w: &Weights) -> Result<Box<dyn Architecture>, EngineErr
         "qwen3moe" => qwen3moe::load(w),
         "qwen35moe" => qwen35moe::load(w),
         "gpt-oss" => gpt_oss::load(w),
+        "smollm3" => smollm3::load(w),
+        "mistral3" => mistral3::load(w),
         other => Err(EngineError::UnsupportedArchitecture(other.to_string())),
     }
 }
@@ -110,6 +114,7 @@ pub fn standard_attn(w: &Weights, il: usize, kind: RopeKind) -> Result<AttnConfi
         },
         q_scale: 1.0,
         kq_scale: 1.0 / (hp.head_dim_k as f32).sqrt(),
+        temp: None,
         window: None,
         q_gate: false,
         sinks: None,

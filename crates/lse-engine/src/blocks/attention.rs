@@ -34,12 +34,29 @@ pub struct AttnConfig {
     pub q_scale: f32,
     /// Softmax scale on Q·K.
     pub kq_scale: f32,
+    /// Per-position Q multiplier after rope (mistral3's temperature tuning).
+    pub temp: Option<AttnTemp>,
     pub window: Option<usize>,
     /// `attn_q` rows per head are `[q | gate]`; the output is multiplied by sigmoid(gate).
     pub q_gate: bool,
     /// A learned logit per head in every softmax denominator (gpt-oss `attn_sinks`).
     pub sinks: Option<Vec<f32>>,
     pub eps: f32,
+}
+
+/// llama.cpp's attention temperature: Q at position `pos` is multiplied by
+/// `ln(floor(pos / floor_scale) + 1) * scale + 1`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AttnTemp {
+    pub scale: f32,
+    pub floor_scale: usize,
+}
+
+impl AttnTemp {
+    pub fn factor(&self, pos: usize) -> f32 {
+        let f = (pos as f32 / self.floor_scale as f32).floor() as f64;
+        ((f + 1.0).ln() * self.scale as f64 + 1.0) as f32
+    }
 }
 
 impl AttnConfig {
@@ -136,6 +153,11 @@ impl AttnLayer {
             b.rope(ks, c.n_head_kv, dk, s.pos0, &c.rope);
             if c.q_scale != 1.0 {
                 b.scale(qs, c.q_scale);
+            }
+            if let Some(t) = &c.temp {
+                for (i, row) in qs.chunks_exact_mut(qw).enumerate() {
+                    b.scale(row, t.factor(s.pos0 + i));
+                }
             }
             let kv = s.state.kv[il].as_mut().ok_or_else(|| EngineError::Kernel(format!("layer {il}: attention without a cache")))?;
             b.kv_store(kv, s.pos0, s.n, ks, &v[rows.start * vw..rows.end * vw])?;

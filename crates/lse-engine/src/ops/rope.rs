@@ -39,15 +39,23 @@ impl Yarn {
     /// llama.cpp's setup for a file with `rope.scaling.type` yarn: ext_factor 1, beta_fast 32,
     /// beta_slow 1, and the attention factor that cancels the magnitude scaling's own log term.
     pub fn new(n_rot: usize, n_ctx_orig: usize, base: f32, freq_scale: f32, rope_attn_factor: f32) -> Yarn {
+        Yarn::with(n_rot, n_ctx_orig, base, freq_scale, rope_attn_factor, [32.0, 1.0], 0.0)
+    }
+
+    /// As `new` with the file's `[beta_fast, beta_slow]` and `rope.scaling.yarn_log_multiplier`
+    /// (`log_mul`, 0 for none: llama.cpp then divides the magnitude `0.1 ln(factor) + 1` by
+    /// `0.1 log_mul ln(factor) + 1`, taking mscale as 1).
+    pub fn with(n_rot: usize, n_ctx_orig: usize, base: f32, freq_scale: f32, rope_attn_factor: f32, betas: [f32; 2], log_mul: f32) -> Yarn {
         let corr_dim = |beta: f32| n_rot as f32 * (n_ctx_orig as f32 / (beta * 2.0 * std::f32::consts::PI)).ln() / (2.0 * base.ln());
         let factor = 1.0 / freq_scale;
-        let mut attn_factor = if factor <= 1.0 { 1.0 } else { 0.1 * factor.ln() + 1.0 };
+        let mscale = |m: f32| if factor <= 1.0 { 1.0 } else { 0.1 * m * factor.ln() + 1.0 };
+        let mut attn_factor = if log_mul != 0.0 { mscale(1.0) / mscale(log_mul) } else { mscale(1.0) };
         attn_factor *= 1.0 / (1.0 + 0.1 * factor.ln());
         attn_factor *= rope_attn_factor;
         Yarn {
             ext_factor: 1.0,
             attn_factor,
-            corr_dims: [corr_dim(32.0).floor().max(0.0), corr_dim(1.0).ceil().min(n_rot as f32 - 1.0)],
+            corr_dims: [corr_dim(betas[0]).floor().max(0.0), corr_dim(betas[1]).ceil().min(n_rot as f32 - 1.0)],
         }
     }
 

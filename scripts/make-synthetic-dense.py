@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""Make the tiny random-weight dense models of data/golden/synthetic-dense/ byte for byte.
+
+Usage: scripts/make-synthetic-dense.py [--out DIR] [names...]   (default: every model, into
+                                                               data/golden/synthetic-dense/)
+
+Every model: 4 layers, n_embd 64, 4 query heads / 2 kv heads of 32, FFN width 128, the llama-spm
+vocabulary (data/vocab/ggml-vocab-llama-spm.gguf, fetched by scripts/get-vocabs.sh) cut to its first
+4096 entries (unk, bos, eos, the 256 byte tokens and the highest-priority pieces; SPM tokenizes
+with byte fallback), and the unigram channel of scripts/make-synthetic.py (token_embd column 0
+carries 0.6 (log p_uni + 20) from data/golden/synthetic/unigram-counts.txt restricted to those
+ids; row 0 of every attn_output / ffn_down is zero so it reaches the output norm unchanged).
+Weights are drawn with numpy's default_rng(seed), everything F32; the `-q8_0` copies quantize
+every 2-D tensor to Q8_0 with gguf-py (llama.cpp's reference rounding), 1-D tensors stay F32.
+
+smollm3-tiny   seed 3001: llama layers, rope NORM base 10000, layer 3 without rope (NoPE every
+               4th layer, fixed in llama.cpp), tied output.
+mistral3-tiny  seed 3002: llama layers with attn_output.bias, rope NORM base 10000 with YaRN
+               (factor 4, original context 32, beta_fast 4, beta_slow 0.25: ramp over pairs 0..6,
+               yarn_log_multiplier 1),
+               attention temperature scale 0.1 (Q x ln(floor(pos / 32) + 1) * 0.1 + 1), an untied output.
+
+Deterministic: same inputs and seeds give byte-identical files (numpy >= 1.17, gguf-py 0.19);
+their SHA-256 are in data/golden/synthetic-dense/SHA256SUMS, checked after writing.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+from pathlib import Path
+
+import gguf
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "data/golden/synthetic-dense"
+VOCAB = ROOT / "data/vocab/ggml-vocab-llama-spm.gguf"
+UNIGRAM = ROOT / "data/golden/synthetic/unigram-counts.txt"
+N_VOCAB = 4096
+N_LAYER, N_EMBD, N_HEAD, N_HEAD_KV, HD, N_FF = 4, 64, 4, 2, 32, 128
+
+# name: (arch, seed)
+MODELS = {"smollm3-tiny": ("smollm3", 3001), "mistral3-tiny": ("mistral3", 3002)}
+ALL = [n for m in MODELS for n in (m, m + "-q8_0")]
+
+
+def unigram_log_prob() -> np.ndarray:
+    counts = np.zeros(N_VOCAB, dtype=np.float64)
+    for line in UNIGRAM.read_text().splitlines():
+        if line and not line.startswith("#"):
+            i, c = (int(x) for x in line.split())
+            if i < N_VOCAB:
+                counts[i] = c
+    return np.log((counts + 0.5) / (counts.sum() + 0.5 * N_VOCAB))
+
+
+def copy_vocab(w: gguf.GGUFWriter):
+    f = gguf.GGUFReader(VOCAB).fields
+    toks = [bytes(f["tokenizer.ggml.tokens"].parts[i]).decode("utf-8") for i in f["tokenizer.ggml.tokens"].data[:N_VOCAB]]
+    scores = [float(f["tokenizer.ggml.scores"].parts[i][0]) for i in f["tokenizer.ggml.scores"].data[:N_VOCAB]]
+    types = [int(f["tokenizer.ggml.token_type"].parts[i][0]) for i in f["tokenizer.ggml.token_type"].data[:N_VOCAB]]
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(toks)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+    w.add_add_bos_token(False)
+
+
+class Draw:
+    """Weights in file order from one generator."""
+
+    def __init__(self, seed: int):
+        self.rng = np.random.default_rng(seed)
+
+    def mat(self, rows: int, cols: int, gain: float = 1.0, zero_row0: bool = False) -> np.ndarray:
+        m = (self.rng.standard_normal((rows, cols)) * (gain / np.sqrt(cols))).astype(np.float32)
+        if zero_row0:
+            m[0] = 0.0
+        return m
+
+    def norm(self, n: int) -> np.ndarray:
+        return (1.0 + 0.1 * self.rng.standard_normal(n)).astype(np.float32)
+
+    def bias(self, n: int) -> np.ndarray:
+        b = (0.1 * self.rng.standard_normal(n)).astype(np.float32)
+        b[0] = 0.0
+        return b
+
+
+def common_keys(w: gguf.GGUFWriter, arch: str, name: str, seed: int, file_type: int):
+    w.add_name(name)
+    w.add_description(f"synthetic random-weight {arch} model for architecture tests (scripts/make-synthetic-dense.py, seed {seed}); not a trained model")
+    w.add_file_type(file_type)
+    w.add_quantization_version(2)
+    w.add_uint32(f"{arch}.context_length", 4096)
+    w.add_uint32(f"{arch}.embedding_length", N_EMBD)
+    w.add_uint32(f"{arch}.block_count", N_LAYER)
+    w.add_uint32(f"{arch}.feed_forward_length", N_FF)
+    w.add_uint32(f"{arch}.attention.head_count", N_HEAD)
+    w.add_uint32(f"{arch}.attention.head_count_kv", N_HEAD_KV)
+    w.add_uint32(f"{arch}.attention.key_length", HD)
+    w.add_uint32(f"{arch}.attention.value_length", HD)
+    w.add_uint32(f"{arch}.rope.dimension_count", HD)
+    w.add_float32(f"{arch}.attention.layer_norm_rms_epsilon", 1e-5)
+    w.add_uint32(f"{arch}.vocab_size", N_VOCAB)
+
+
+def arch_keys(w: gguf.GGUFWriter, arch: str):
+    if arch == "smollm3":
+        w.add_float32(f"{arch}.rope.freq_base", 10000.0)
+    elif arch == "mistral3":
+        w.add_float32(f"{arch}.rope.freq_base", 10000.0)
+        w.add_string(f"{arch}.rope.scaling.type", "yarn")
+        w.add_float32(f"{arch}.rope.scaling.factor", 4.0)
+        w.add_uint32(f"{arch}.rope.scaling.original_context_length", 32)
+        w.add_float32(f"{arch}.rope.scaling.yarn_beta_fast", 4.0)
+        w.add_float32(f"{arch}.rope.scaling.yarn_beta_slow", 0.25)
+        w.add_float32(f"{arch}.rope.scaling.yarn_log_multiplier", 1.0)
+        w.add_float32(f"{arch}.attention.temperature_scale", 0.1)
+
+
+def weights(arch: str, seed: int) -> list[tuple[str, np.ndarray]]:
+    d = Draw(seed)
+    emb = (d.rng.standard_normal((N_VOCAB, N_EMBD)) * 0.15).astype(np.float32)
+    emb[:, 0] = (0.6 * (unigram_log_prob() + 20.0)).astype(np.float32)
+    out_norm = d.norm(N_EMBD)
+    out_norm[0] = 0.5
+    t = [("token_embd.weight", emb), ("output_norm.weight", out_norm)]
+    if arch == "mistral3":
+        t.append(("output.weight", d.mat(N_VOCAB, N_EMBD, gain=0.15 * np.sqrt(N_EMBD))))
+    for il in range(N_LAYER):
+        p = f"blk.{il}."
+        t.append((p + "attn_norm.weight", d.norm(N_EMBD)))
+        t.append((p + "attn_q.weight", d.mat(N_HEAD * HD, N_EMBD, gain=2.5)))
+        t.append((p + "attn_k.weight", d.mat(N_HEAD_KV * HD, N_EMBD, gain=2.5)))
+        t.append((p + "attn_v.weight", d.mat(N_HEAD_KV * HD, N_EMBD)))
+        t.append((p + "attn_output.weight", d.mat(N_EMBD, N_HEAD * HD, zero_row0=True)))
+        if arch == "mistral3":
+            t.append((p + "attn_output.bias", d.bias(N_EMBD)))
+        t.append((p + "ffn_norm.weight", d.norm(N_EMBD)))
+        t.append((p + "ffn_gate.weight", d.mat(N_FF, N_EMBD)))
+        t.append((p + "ffn_up.weight", d.mat(N_FF, N_EMBD)))
+        t.append((p + "ffn_down.weight", d.mat(N_EMBD, N_FF, zero_row0=True)))
+    if arch == "mistral3":  # the untied output shares the unigram channel
+        t[2][1][:, 0] = emb[:, 0]
+    return t
+
+
+def build(name: str, out: Path) -> Path:
+    base = name.removesuffix("-q8_0")
+    quant = base != name
+    arch, seed = MODELS[base]
+    path = out / f"{name}.gguf"
+    w = gguf.GGUFWriter(str(path), arch)
+    common_keys(w, arch, name, seed, 7 if quant else 0)
+    arch_keys(w, arch)
+    copy_vocab(w)
+    for tname, a in weights(arch, seed):
+        if quant and a.ndim == 2:
+            q = gguf.quants.quantize(a, gguf.GGMLQuantizationType.Q8_0)
+            w.add_tensor(tname, q, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+        else:
+            w.add_tensor(tname, a)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def expected_sums() -> dict[str, str]:
+    sums = OUT / "SHA256SUMS"
+    if not sums.exists():
+        return {}
+    return {f.lstrip("*"): h for h, f in (line.split() for line in sums.read_text().splitlines() if line.strip())}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("names", nargs="*", default=ALL)
+    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--no-check", action="store_true", help="do not check against SHA256SUMS (when making new models)")
+    args = ap.parse_args()
+    if not VOCAB.exists():
+        print(f"make-synthetic-dense: {VOCAB} missing (run scripts/get-vocabs.sh)", file=sys.stderr)
+        return 1
+    args.out.mkdir(parents=True, exist_ok=True)
+    want = expected_sums()
+    bad = 0
+    for name in args.names:
+        if name not in ALL:
+            print(f"make-synthetic-dense: unknown model {name} (known: {' '.join(ALL)})", file=sys.stderr)
+            return 1
+        path = build(name, args.out)
+        got = hashlib.sha256(path.read_bytes()).hexdigest()
+        if not args.no_check and want.get(path.name) != got:
+            print(f"make-synthetic-dense: {path.name}: SHA-256 {got} is not the listed {want.get(path.name)}", file=sys.stderr)
+            bad += 1
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
