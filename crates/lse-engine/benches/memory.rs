@@ -19,7 +19,7 @@ fn main() {
     let positions: Vec<usize> = (256..511).collect();
     let rf = |at: &str| {
         let st = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-        let l: Vec<&str> = st.lines().filter(|l| l.starts_with("RssFile") || l.starts_with("RssAnon")).collect();
+        let l: Vec<&str> = st.lines().filter(|l| l.starts_with("RssFile") || l.starts_with("RssAnon") || l.starts_with("VmHWM")).collect();
         if std::env::var_os("LSE_BENCH_DEBUG").is_some() { eprintln!("{at}: {l:?}"); }
     };
     rf("loaded");
@@ -29,7 +29,9 @@ fn main() {
         for rows in engine.prefill_windows(&views).unwrap() {
             let ids: Vec<[u32; 1]> = (0..rows.n_rows).map(|i| [i as u32]).collect();
             let reqs: Vec<RowRequest> = ids.iter().map(|ids| RowRequest { ids, top_k: 32 }).collect();
+            rf("forward");
             engine.head_reduce(&rows, &reqs).unwrap();
+            rf("head");
         }
     }
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -46,7 +48,7 @@ fn main() {
         mib(file),
         mib(packed),
         mib(kv),
-        mib(lse_engine::HEAD_ROWS * engine.n_vocab() * 4),
+        mib(lse_engine::HEAD_ROWS * lse_engine::head_slices(engine.n_vocab())[0].len() * 4),
         mib(bound),
         if peak <= bound { "within" } else { "over" }
     );

@@ -16,9 +16,16 @@ pub struct Engine {
     pub(crate) kv_capacity: usize,
     tokenizer: Tokenizer,
     name: String,
-    /// The LM head's logits block, kept across calls: a fresh 128 × n_vocab buffer per call
-    /// (134 MB for Gemma 3) costs a page fault per 4 KiB on first touch.
-    pub(crate) head_logits_block: std::sync::Mutex<Vec<f32>>,
+}
+
+/// Returns the heap pages freed so far to the system (the parsed vocabulary arrays: one small
+/// allocation per token, which would otherwise stay in the process as free heap).
+fn release_freed_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns wholly free heap pages; it has no preconditions.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 /// Default KV capacity when the model states no context length.
@@ -32,16 +39,23 @@ impl Engine {
         if std::env::var("LSE_REQUIRE_DEVICE_KERNELS").is_ok_and(|v| v == "1") {
             opts.cpu_fallback_allowed = false;
         }
+        if let Some(level) = opts.simd {
+            lse_kernels::simd::cap_level(level).map_err(|e| EngineError::InvalidOption(format!("--simd {}: {e}", level.short_name())))?;
+        }
         let path = resolve_model_path(model)?;
-        let file = Arc::new(GgufFile::open(&path)?);
+        let mut file = GgufFile::open(&path)?;
         let arch = file.architecture().ok_or(EngineError::NoArchitecture)?;
         if !crate::arch::SUPPORTED.contains(&arch) {
             return Err(EngineError::UnsupportedArchitecture(arch.to_string()));
         }
-        let weights = Weights::new(file.clone())?;
+        let hp = crate::HParams::read(&file)?;
+        let tokenizer = Tokenizer::from_gguf(&file).map_err(|e| EngineError::Tokenizer(e.to_string()))?;
+        file.forget(lse_tokenizer::VOCAB_ARRAY_KEYS);
+        release_freed_heap();
+        let file = Arc::new(file);
+        let weights = Weights::new(file.clone(), hp);
         let kv_capacity = opts.kv_len.unwrap_or(if weights.hp.n_ctx_train > 0 { weights.hp.n_ctx_train } else { FALLBACK_CTX });
         let model = Model::load(weights)?;
-        let tokenizer = Tokenizer::from_gguf(&file).map_err(|e| EngineError::Tokenizer(e.to_string()))?;
         // refuse a cache dtype the heads cannot be stored in before any request runs
         model.arch.new_session(0, opts.kv_dtype)?;
         let name = file
@@ -49,7 +63,7 @@ impl Engine {
             .map(str::to_string)
             .unwrap_or_else(|| path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default());
         let backend: Box<dyn Backend> = Box::new(CpuBackend::new(opts.dialect, opts.threads, opts.flash_attention));
-        Ok(Engine { model, backend, opts, kv_capacity, tokenizer, name, head_logits_block: Default::default() })
+        Ok(Engine { model, backend, opts, kv_capacity, tokenizer, name })
     }
 
     pub fn tokenizer(&self) -> &Tokenizer {

@@ -117,6 +117,7 @@ impl Engine {
                 let n = tokens.len();
                 x.resize(n * e, 0.0);
                 self.backend.get_rows(&m.token_embd, &tokens, &mut x);
+                m.token_embd.release_rows(&tokens);
                 // (rows, first position) of each session in this launch, in one scan
                 let mut runs: Vec<(usize, usize)> = vec![(0, 0); sessions.len()];
                 for r in ub.iter().rev() {

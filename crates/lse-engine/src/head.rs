@@ -1,13 +1,24 @@
-//! The LM head over hidden rows, `HEAD_ROWS` rows at a time: output matmul (quantized weights),
-//! final soft-capping, then per-row reductions (lse-kernels::reduce). Only the reductions survive
-//! a block; the logits buffer is reused for the next one.
+//! The LM head over hidden rows, `HEAD_ROWS` rows by one vocabulary slice at a time: output matmul
+//! (quantized weights), final soft-capping, then per-row reductions that take the row slice by slice
+//! (lse-kernels::reduce::SlicedRow). Only the reductions survive; one block's logits buffer is reused.
 
 use crate::{Engine, EngineError, HiddenRows, RowReduction, RowRequest};
 use lse_kernels::reduce;
+use std::ops::Range;
 use std::sync::Mutex;
 
 /// Rows per LM-head block.
 pub const HEAD_ROWS: usize = 128;
+/// Vocabulary entries per LM-head slice at most: a block's logits stay within 16 MiB.
+pub const HEAD_SLICE: usize = 32768;
+
+/// The vocabulary cut into equal slices of at most [`HEAD_SLICE`] entries, each starting at a
+/// multiple of 16 (the packed kernels' column group). Depends on the vocabulary size only.
+pub fn head_slices(n_vocab: usize) -> Vec<Range<usize>> {
+    let n = n_vocab.div_ceil(HEAD_SLICE).max(1);
+    let w = n_vocab.div_ceil(n).next_multiple_of(16);
+    (0..n_vocab).step_by(w.max(1)).map(|c| c..(c + w).min(n_vocab)).collect()
+}
 
 impl Engine {
     fn check_rows(&self, rows: &HiddenRows) -> Result<(), EngineError> {
@@ -23,17 +34,19 @@ impl Engine {
         Ok(())
     }
 
-    /// Logits of rows `r0..r1` into `out` (`(r1-r0) × n_vocab`), soft-capped when the model says.
-    fn head_block(&self, rows: &HiddenRows, r0: usize, r1: usize, out: &mut [f32]) {
+    /// Logits of rows `r0..r1` for vocabulary entries `cols` into `out` (`(r1-r0) × cols.len()`),
+    /// soft-capped when the model says.
+    fn head_block(&self, rows: &HiddenRows, r0: usize, r1: usize, cols: Range<usize>, out: &mut [f32]) {
         let m = &self.model;
         let e = rows.n_embd;
-        self.backend.matmul(&m.output, &rows.data[r0 * e..r1 * e], r1 - r0, out);
+        self.backend.matmul_cols(&m.output, &rows.data[r0 * e..r1 * e], r1 - r0, cols, out);
         if let Some(cap) = m.final_softcap {
             reduce::softcap(self.opts.dialect, out, cap);
         }
     }
 
-    /// LM head over the rows, 128 at a time, reduced per row.
+    /// LM head over the rows, [`HEAD_ROWS`] rows by [`head_slices`] vocabulary entries at a time,
+    /// reduced per row as the slices come.
     pub fn head_reduce(&self, rows: &HiddenRows, requests: &[RowRequest]) -> Result<Vec<RowReduction>, EngineError> {
         self.check_rows(rows)?;
         let v = self.model.n_vocab;
@@ -45,35 +58,30 @@ impl Engine {
                 return Err(EngineError::InvalidToken { id, index: 0, n_vocab: v });
             }
         }
+        let slices = head_slices(v);
         let mut results: Vec<RowReduction> = Vec::with_capacity(rows.n_rows);
-        // Taken out of the engine for the call (a concurrent call allocates its own).
-        let mut logits = std::mem::take(&mut *self.head_logits_block.lock().unwrap_or_else(|e| e.into_inner()));
-        let need = HEAD_ROWS.min(rows.n_rows) * v;
-        if logits.len() < need {
-            logits.resize(need, 0.0);
-        }
+        // one block's logits (at most 16 MiB), for this call only: not held while the forward runs
+        let mut logits = vec![0f32; HEAD_ROWS.min(rows.n_rows) * slices[0].len()];
         let d = self.opts.dialect;
         for r0 in (0..rows.n_rows).step_by(HEAD_ROWS) {
             let r1 = (r0 + HEAD_ROWS).min(rows.n_rows);
             let nb = r1 - r0;
-            let block = &mut logits[..nb * v];
-            self.head_block(rows, r0, r1, block);
-            let slots: Vec<Mutex<Option<reduce::RowReduce>>> = (0..nb).map(|_| Mutex::new(None)).collect();
-            let block = &*block;
-            self.backend.run(nb, &|i| {
-                let req = &requests[r0 + i];
-                let red = reduce::reduce_row(d, &block[i * v..(i + 1) * v], req.ids, req.top_k);
-                *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(red);
-            });
-            for (i, s) in slots.into_iter().enumerate() {
-                let red = s.into_inner().unwrap_or_else(|e| e.into_inner()).ok_or_else(|| EngineError::Kernel("row reduction missing".into()))?;
+            let acc: Vec<Mutex<reduce::SlicedRow>> = requests[r0..r1].iter().map(|q| Mutex::new(reduce::SlicedRow::new(q.ids, q.top_k))).collect();
+            for cols in &slices {
+                let w = cols.len();
+                let block = &mut logits[..nb * w];
+                self.head_block(rows, r0, r1, cols.clone(), block);
+                let block = &*block;
+                self.backend.run(nb, &|i| acc[i].lock().unwrap_or_else(|e| e.into_inner()).add(d, cols.start, &block[i * w..(i + 1) * w]));
+            }
+            for (i, a) in acc.into_iter().enumerate() {
+                let red = a.into_inner().unwrap_or_else(|e| e.into_inner()).finish();
                 if !red.max.is_finite() || !red.sum_exp.is_finite() {
                     return Err(EngineError::NonFinite(format!("logits of scored row {} are not finite (max {}, sum_exp {})", r0 + i, red.max, red.sum_exp)));
                 }
                 results.push(red);
             }
         }
-        *self.head_logits_block.lock().unwrap_or_else(|e| e.into_inner()) = logits;
         Ok(results)
     }
 
@@ -84,7 +92,7 @@ impl Engine {
         let mut out = vec![0f32; rows.n_rows * v];
         for r0 in (0..rows.n_rows).step_by(HEAD_ROWS) {
             let r1 = (r0 + HEAD_ROWS).min(rows.n_rows);
-            self.head_block(rows, r0, r1, &mut out[r0 * v..r1 * v]);
+            self.head_block(rows, r0, r1, 0..v, &mut out[r0 * v..r1 * v]);
         }
         Ok(out)
     }

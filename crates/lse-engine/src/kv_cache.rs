@@ -79,6 +79,12 @@ impl LayerKv {
         self.k.len() + self.v.len() + mirror
     }
 
+    /// Whether the f32 copy for the tiled attention kernel exists.
+    #[cfg(target_arch = "x86_64")]
+    pub fn has_mirror(&self) -> bool {
+        self.mirror.is_some()
+    }
+
     /// Keeps the f32 copy that the tiled attention kernel reads up to date for positions
     /// `pos0 .. pos0 + n` (made, with every position before, on first use).
     #[cfg(target_arch = "x86_64")]

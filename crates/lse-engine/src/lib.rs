@@ -27,8 +27,9 @@ pub use engine::Engine;
 pub use error::EngineError;
 pub use forward::{Batch, BatchRow};
 pub use generation::{FinishReason, GenerateRequest, GenerationReport, Prompt, SamplingParams, Sequence};
-pub use head::HEAD_ROWS;
+pub use head::{head_slices, HEAD_ROWS};
 pub use hparams::HParams;
+pub use lse_kernels::simd::{parse_level as parse_simd_level, Level as SimdLevel};
 pub use lse_kernels::Dialect;
 pub use model_path::resolve_model_path;
 pub use open_options::OpenOptions;
@@ -50,7 +51,16 @@ impl<'a> ForwardCtx<'a> {
 
     /// A zeroed buffer of `len` floats, reusing a recycled allocation when one is free.
     pub fn buffer(&self, len: usize) -> Vec<f32> {
-        let mut v = self.pool.lock().unwrap_or_else(|e| e.into_inner()).pop().unwrap_or_default();
+        let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+        // best fit: the smallest buffer that holds `len`, else the largest (grown), so that small
+        // requests do not grow every pooled buffer to the widest activation
+        let fits = |v: &Vec<f32>| v.capacity() >= len;
+        let pick = (0..pool.len())
+            .filter(|&i| fits(&pool[i]))
+            .min_by_key(|&i| pool[i].capacity())
+            .or_else(|| (0..pool.len()).max_by_key(|&i| pool[i].capacity()));
+        let mut v = pick.map(|i| pool.swap_remove(i)).unwrap_or_default();
+        drop(pool);
         v.clear();
         v.resize(len, 0.0);
         v

@@ -21,6 +21,7 @@ pub const FIELDS: &[&str] = &[
     "model",
     "pool",
     "dialect",
+    "simd",
     "threads",
     "batch_size",
     "ubatch_size",
@@ -103,6 +104,13 @@ impl OpenOptions {
                     if let Some(d) = string(k, x, "simd or scalar")? {
                         e.dialect = parse_dialect(d)
                             .ok_or_else(|| format!("unknown engine option dialect \"{d}\" (allowed: simd, scalar)"))?;
+                    }
+                }
+                "simd" => {
+                    if let Some(s) = string(k, x, "avx512, avx2, neon or scalar")? {
+                        e.simd = Some(lse_kernels::simd::parse_level(s).ok_or_else(|| {
+                            format!("unknown engine option simd \"{s}\" (allowed: avx512, avx2, neon, scalar)")
+                        })?);
                     }
                 }
                 "threads" => e.threads = positive(k, x)?.unwrap_or(e.threads),

@@ -66,6 +66,8 @@ pub struct EngineOptions {
     /// Fused tiled attention with online softmax (`true`) or dense attention.
     pub flash_attention: bool,
     pub dialect: Dialect,
+    /// The SIMD level `Dialect::Simd` runs at; `None` = the best this CPU has. One per process.
+    pub simd: Option<crate::SimdLevel>,
     pub cpu_fallback_allowed: bool,
 }
 
@@ -79,6 +81,7 @@ impl Default for EngineOptions {
             kv_len: None,
             flash_attention: true,
             dialect: Dialect::Simd,
+            simd: None,
             cpu_fallback_allowed: true,
         }
     }

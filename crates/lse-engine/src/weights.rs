@@ -45,20 +45,37 @@ impl Matrix {
     pub fn packed(&self, pool: &lse_kernels::ThreadPool) -> Option<&lse_kernels::PackedMatrix> {
         self.packed
             .get_or_init(|| {
-                let p = lse_kernels::PackedMatrix::new(pool, self.ty, self.bytes(), self.n, self.k);
+                // the packed copy replaces the mapped bytes for the matmul: hold the weights once,
+                // dropping each chunk of mapped rows as soon as it is packed
+                let (bytes, rb) = (self.bytes(), self.row_bytes());
+                let release = |rows: std::ops::Range<usize>| self.file.release_pages(&bytes[rows.start * rb..rows.end * rb]);
+                let p = lse_kernels::PackedMatrix::new_releasing(pool, self.ty, bytes, self.n, self.k, &release);
                 if let Some(p) = &p {
-                    // the packed copy replaces the mapped bytes for the matmul: hold the weights once
-                    let mut t = self.file.tensors()[self.index].clone();
-                    if let Some((start, len)) = self.part {
-                        t.offset += start as u64;
-                        t.n_bytes = len as u64;
-                    }
-                    self.file.release_tensor_pages(&t);
+                    self.file.release_pages(bytes);
                     self.packed_total.fetch_add(p.size_bytes(), Ordering::Relaxed);
                 }
                 p
             })
             .as_ref()
+    }
+}
+
+impl Matrix {
+    /// Drops the mapped pages that looking up `ids` brought in (an embedding table): a fault maps
+    /// an aligned window of pages around the row (fault-around), so the whole window goes.
+    pub fn release_rows(&self, ids: &[u32]) {
+        const WINDOW: usize = 64 << 10;
+        let (bytes, rb) = (self.bytes(), self.row_bytes());
+        let base = bytes.as_ptr() as usize;
+        for &id in ids {
+            let (start, end) = (id as usize * rb, (id as usize + 1) * rb);
+            if end > bytes.len() {
+                continue;
+            }
+            let lo = ((base + start) / WINDOW * WINDOW).max(base) - base;
+            let hi = ((base + end).div_ceil(WINDOW) * WINDOW - base).min(bytes.len());
+            self.file.release_pages(&bytes[lo..hi]);
+        }
     }
 }
 
@@ -81,9 +98,8 @@ impl Weights {
         self.packed_total.load(Ordering::Relaxed)
     }
 
-    pub fn new(file: Arc<GgufFile>) -> Result<Weights, EngineError> {
-        let hp = HParams::read(&file)?;
-        Ok(Weights { file, hp, packed_total: Default::default() })
+    pub fn new(file: Arc<GgufFile>, hp: HParams) -> Weights {
+        Weights { file, hp, packed_total: Default::default() }
     }
 
     fn find(&self, name: &str) -> Option<(usize, &TensorInfo)> {

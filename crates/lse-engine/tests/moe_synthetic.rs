@@ -25,6 +25,7 @@ fn opts(flash: bool, kv: KvDtype, batch: usize, ubatch: usize) -> EngineOptions 
         flash_attention: flash,
         dialect: Dialect::Simd,
         cpu_fallback_allowed: true,
+        simd: None,
     }
 }
 

@@ -20,6 +20,7 @@ fn opts(flash: bool, kv: KvDtype, batch: usize, ubatch: usize, threads: usize) -
         flash_attention: flash,
         dialect: Dialect::Simd,
         cpu_fallback_allowed: true,
+        simd: None,
     }
 }
 

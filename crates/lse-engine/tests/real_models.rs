@@ -26,6 +26,7 @@ fn options(flash: bool) -> EngineOptions {
         flash_attention: flash,
         dialect: Dialect::Simd,
         cpu_fallback_allowed: true,
+        simd: None,
     }
 }
 

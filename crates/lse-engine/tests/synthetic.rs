@@ -18,6 +18,7 @@ fn opts(flash: bool, kv: KvDtype, plan: (usize, usize, usize), dialect: Dialect)
         flash_attention: flash,
         dialect,
         cpu_fallback_allowed: true,
+        simd: None,
     }
 }
 

@@ -102,6 +102,14 @@ impl GgufFile {
         self.parsed.metadata_index.get(key).map(|&i| &self.parsed.metadata[i].1)
     }
 
+    /// Drops the parsed values of `keys` (vocabulary-sized arrays a consumer has already read,
+    /// tens of MB for a 262k vocabulary); `get` then answers `None` for them. The file is unchanged.
+    pub fn forget(&mut self, keys: &[&str]) {
+        let p = &mut self.parsed;
+        p.metadata.retain(|(k, _)| !keys.contains(&k.as_str()));
+        p.metadata_index = p.metadata.iter().enumerate().map(|(i, (k, _))| (k.clone(), i)).collect();
+    }
+
     /// Any non-negative integer value.
     pub fn get_u64(&self, key: &str) -> Option<u64> {
         self.get(key)?.as_u64()
@@ -157,11 +165,19 @@ impl GgufFile {
         range().unwrap_or(&[])
     }
 
-    /// Drops the resident pages of a tensor whose bytes were copied elsewhere (e.g. repacked
-    /// weights): memory is then held once. Reading the tensor later still works (from the file).
-    pub fn release_tensor_pages(&self, t: &TensorInfo) {
-        let start = self.parsed.data_start.saturating_add(t.offset) as usize;
-        self.storage.release(start, start.saturating_add(t.n_bytes as usize));
+    /// Drops the resident pages wholly inside `part`, a slice of this file's image (e.g. the rows
+    /// of a tensor already repacked). A slice from elsewhere is ignored.
+    pub fn release_pages(&self, part: &[u8]) {
+        if let Some(start) = self.offset_of(part) {
+            self.storage.release(start, start + part.len());
+        }
+    }
+
+    /// Where `part` starts in the file image, when it lies wholly inside it.
+    fn offset_of(&self, part: &[u8]) -> Option<usize> {
+        let image = self.storage.bytes();
+        let start = (part.as_ptr() as usize).checked_sub(image.as_ptr() as usize)?;
+        (start.checked_add(part.len())? <= image.len()).then_some(start)
     }
 
     /// The whole file image.

@@ -6,8 +6,8 @@
 //! * gemv from memory (m = 1, 1 thread): GB/s of weights.
 //! * matmul m = 512 on the whole pool: GFLOP/s (2·m·n·k per call).
 //!
-//! `LSE_BENCH_THREADS` sets the pool size (default: available parallelism), `LSE_SIMD` caps the
-//! SIMD level, `LSE_BENCH_QUICK=1` shortens the runs, `LSE_BENCH_TYPES=q4_k,iq4_xs` picks types.
+//! `LSE_BENCH_THREADS` sets the pool size (default: available parallelism), `LSE_BENCH_SIMD` caps the
+//! SIMD level (`avx2`, `avx512`, `scalar`), `LSE_BENCH_QUICK=1` shortens the runs, `LSE_BENCH_TYPES=q4_k,iq4_xs` picks types.
 
 use lse_kernels::quant::{dot_type, quantize_activation};
 use lse_kernels::simd::{self, MR};
@@ -68,6 +68,10 @@ static USE_CPU_TIME: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBo
 static THREADS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1);
 
 fn main() {
+    if let Ok(s) = std::env::var("LSE_BENCH_SIMD") {
+        let level = simd::parse_level(&s).unwrap_or_else(|| panic!("LSE_BENCH_SIMD={s}: use avx512, avx2 or scalar"));
+        simd::cap_level(level).unwrap_or_else(|e| panic!("{e}"));
+    }
     let quick = std::env::var_os("LSE_BENCH_QUICK").is_some();
     let min = Duration::from_millis(if quick { 100 } else { 400 });
     let threads = std::env::var("LSE_BENCH_THREADS")

@@ -29,7 +29,7 @@ mod vexp;
 
 pub use fp::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
 pub use lse_gguf::GgmlType;
-pub use matmul::{matmul, matmul_packed};
+pub use matmul::{matmul, matmul_packed, matmul_packed_cols};
 pub use packed::{packable, PackedMatrix};
 pub use pool::ThreadPool;
 

@@ -260,8 +260,23 @@ pub fn matmul_packed(
     m: usize,
     y: &mut [f32],
 ) {
+    matmul_packed_cols(pool, p, x, m, 0..p.n(), y)
+}
+
+/// Columns `cols` of the packed product: `y[m][cols.len()]`, `y[i][j] = Σ_k x[i][k]·W[cols.start + j][k]`.
+/// `cols.start` must be a multiple of [`crate::packed::PNR`]; each output equals the full product's.
+pub fn matmul_packed_cols(
+    pool: &ThreadPool,
+    p: &crate::packed::PackedMatrix,
+    x: &[f32],
+    m: usize,
+    cols: std::ops::Range<usize>,
+    y: &mut [f32],
+) {
     use crate::packed::{PMR, PNR};
-    let (n, k) = (p.n(), p.k());
+    let k = p.k();
+    assert!(cols.start % PNR == 0 && cols.start <= cols.end && cols.end <= p.n(), "matmul_packed: columns {cols:?} of {}", p.n());
+    let (c_first, n) = (cols.start, cols.end - cols.start);
     assert!(x.len() >= m * k, "matmul_packed: activations too short");
     assert!(y.len() >= m * n, "matmul_packed: output too short");
     if n == 0 || m == 0 {
@@ -316,7 +331,7 @@ pub fn matmul_packed(
                     // and written only by this task; the pack exists only where its kernels run.
                     unsafe {
                         p.tile(
-                            g,
+                            c_first / PNR + g,
                             qx.as_ptr().add(i * xrb),
                             xrb,
                             nx,

@@ -13,8 +13,9 @@
 //! Packed layout, per group of 16 weight rows (the last group padded with zero rows), per block
 //! of 32 elements: the quants as unsigned bytes (`u = q + 2^SH` for the Q8_0 family, the stored
 //! unsigned quant for the Q8_1 family), then 16 f32 block scales `d`, then 16 f32 mins `m`
-//! (Q8_1 family). 4-bit formats keep two quants per byte: byte `t·64 + 4r + c` holds element
-//! `4t + c` of row `r` in its low nibble and element `16 + 4t + c` in its high nibble (t < 4);
+//! (Q8_1 family only; Q8_0-family blocks end after `d`). 4-bit formats keep two quants per
+//! byte: byte `t·64 + 4r + c` holds element `4t + c` of row `r` in its low nibble and element
+//! `16 + 4t + c` in its high nibble (t < 4);
 //! 5- and 8-bit formats use one byte per quant: byte `t·64 + 4r + c` = element `4t + c` (t < 8).
 
 #![allow(clippy::needless_range_loop)] // register tiles index several parallel arrays
@@ -25,6 +26,8 @@ use lse_gguf::GgmlType;
 pub const PNR: usize = 16;
 /// Activation rows per micro-tile at most.
 pub const PMR: usize = 8;
+/// Weight rows packed between two `done` calls of [`PackedMatrix::new_releasing`].
+pub const PACK_CHUNK_ROWS: usize = 2048;
 
 #[repr(C, align(64))]
 #[derive(Clone, Copy)]
@@ -67,7 +70,7 @@ fn format(t: GgmlType) -> Option<(bool, bool, i32)> {
 }
 
 /// True when this CPU runs the packed kernels (AVX-512 F/BW/VNNI and the SIMD level not capped
-/// below AVX-512 by `LSE_SIMD`).
+/// below AVX-512 by [`crate::simd::cap_level`]).
 pub fn packed_available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
@@ -157,6 +160,20 @@ impl PackedMatrix {
         n: usize,
         k: usize,
     ) -> Option<PackedMatrix> {
+        Self::new_releasing(pool, t, w, n, k, &|_| {})
+    }
+
+    /// As [`PackedMatrix::new`], packing [`PACK_CHUNK_ROWS`] rows at a time and calling
+    /// `done(rows)` after each chunk, so a caller reading `w` from a memory map can drop the pages
+    /// already packed: the source and the packed copy are then never both resident in full.
+    pub fn new_releasing(
+        pool: &crate::ThreadPool,
+        t: GgmlType,
+        w: &[u8],
+        n: usize,
+        k: usize,
+        done: &dyn Fn(std::ops::Range<usize>),
+    ) -> Option<PackedMatrix> {
         if !packable(t) {
             return None;
         }
@@ -166,7 +183,9 @@ impl PackedMatrix {
             .unwrap_or_else(|| panic!("pack: k = {k} is not a multiple of 32"));
         assert!(w.len() >= n * rb, "pack: weight buffer too short");
         let qb = if nib { 256 } else { 512 };
-        let block_bytes = qb + 128;
+        // the `m` slot exists only where a kernel reads it (mins; Q6_K's second scale)
+        let has_m = min || t == GgmlType::Q6_K;
+        let block_bytes = qb + if has_m { 128 } else { 64 };
         let nb = k / 32;
         let ng = n.div_ceil(PNR);
         let group_bytes = nb * block_bytes;
@@ -199,14 +218,21 @@ impl PackedMatrix {
                         }
                     }
                     put(blk, qb + 4 * r, d.to_bits());
-                    put(blk, qb + 64 + 4 * r, m.to_bits());
+                    if has_m {
+                        put(blk, qb + 64 + 4 * r, m.to_bits());
+                    }
                 }
             }
         };
-        if ng > 1 && pool.threads() > 1 {
-            pool.run(ng, &fill);
-        } else {
-            (0..ng).for_each(fill);
+        let chunk_groups = PACK_CHUNK_ROWS / PNR;
+        for g0 in (0..ng).step_by(chunk_groups) {
+            let g1 = (g0 + chunk_groups).min(ng);
+            if g1 - g0 > 1 && pool.threads() > 1 {
+                pool.run(g1 - g0, &|i| fill(g0 + i));
+            } else {
+                (g0..g1).for_each(fill);
+            }
+            done(g0 * PNR..(g1 * PNR).min(n));
         }
         Some(PackedMatrix {
             t,

@@ -35,6 +35,69 @@ pub fn reduce_row(d: Dialect, row: &[f32], ids: &[u32], top_k: usize) -> RowRedu
     RowReduce { max, sum_exp, argmax, picked, top }
 }
 
+/// The reductions of one row whose logits arrive slice by slice (vocabulary slices of the LM
+/// head, in ascending order), so the whole row never has to be held. Max, argmax, picked and
+/// top-K equal [`reduce_row`]'s on the whole row; the sum of exponentials is each slice's own
+/// f64 sum rescaled to the row maximum and added in slice order (another f64 summation order: a
+/// relative change of order 1e-14).
+pub struct SlicedRow {
+    ids: Vec<u32>,
+    top_k: usize,
+    max: f32,
+    argmax: u32,
+    /// (slice maximum, `sum(exp(l - slice maximum))`) per slice, in order.
+    parts: Vec<(f32, f64)>,
+    picked: Vec<f32>,
+    top: Vec<(u32, f32)>,
+}
+
+impl SlicedRow {
+    pub fn new(ids: &[u32], top_k: usize) -> SlicedRow {
+        SlicedRow { ids: ids.to_vec(), top_k, max: f32::NEG_INFINITY, argmax: 0, parts: Vec::new(), picked: vec![f32::NAN; ids.len()], top: Vec::new() }
+    }
+
+    /// The logits of entries `offset..offset + slice.len()`; slices must come in ascending order.
+    pub fn add(&mut self, d: Dialect, offset: usize, slice: &[f32]) {
+        let (m, at) = max_argmax(d, slice);
+        if m > self.max || self.parts.is_empty() {
+            // strictly greater: an earlier slice keeps the first index of a tied maximum
+            if m > self.max {
+                self.max = m;
+            }
+            self.argmax = offset as u32 + at;
+        }
+        let s = if m == f32::NEG_INFINITY { if slice.iter().any(|x| x.is_nan()) { f64::NAN } else { 0.0 } } else { sum_exp(d, slice, m) };
+        self.parts.push((m, s));
+        for (p, &id) in self.picked.iter_mut().zip(&self.ids) {
+            if let Some(&v) = (id as usize).checked_sub(offset).and_then(|i| slice.get(i)) {
+                *p = v;
+            }
+        }
+        // new ids are all higher: on equal logits the earlier entries stay first
+        let new = top_k(d, slice, self.top_k);
+        let mut merged = Vec::with_capacity(self.top_k);
+        let (mut a, mut b) = (self.top.iter().peekable(), new.iter().map(|&(i, v)| (offset as u32 + i, v)).peekable());
+        while merged.len() < self.top_k {
+            match (a.peek(), b.peek()) {
+                (Some(&&x), Some(&y)) => merged.push(if y.1 > x.1 { b.next().unwrap_or(y) } else { a.next().copied().unwrap_or(x) }),
+                (Some(_), None) => merged.extend(a.by_ref().take(self.top_k - merged.len())),
+                (None, Some(_)) => merged.extend(b.by_ref().take(self.top_k - merged.len())),
+                (None, None) => break,
+            }
+        }
+        self.top = merged;
+    }
+
+    pub fn finish(self) -> RowReduce {
+        let sum_exp = if self.max == f32::NEG_INFINITY {
+            f64::NAN
+        } else {
+            self.parts.iter().map(|&(m, s)| if s == 0.0 { 0.0 } else { s * (m as f64 - self.max as f64).exp() }).sum()
+        };
+        RowReduce { max: self.max, sum_exp, argmax: self.argmax, picked: self.picked, top: self.top }
+    }
+}
+
 /// Row maximum and the first index holding it (`(-inf, 0)` for an empty row).
 pub fn max_argmax(d: Dialect, row: &[f32]) -> (f32, u32) {
     #[cfg(target_arch = "x86_64")]
@@ -317,6 +380,44 @@ mod tests {
             let rel = ((a.sum_exp - b.sum_exp) / a.sum_exp).abs();
             assert!(rel < 1e-13, "sum_exp n={n}: scalar {} simd {} rel {rel:e}", a.sum_exp, b.sum_exp);
         }
+    }
+
+    #[test]
+    fn sliced_row_equals_whole_row() {
+        let mut s = 0x2545_f491_4f6c_dd1du64;
+        for (n, cut) in [(1000usize, 16usize), (49152, 16384), (5000, 4096), (33, 32)] {
+            let mut row: Vec<f32> = (0..n).map(|_| rng(&mut s) * 12.0).collect();
+            // a tie for the maximum across two slices, and a tie inside the top-K across a cut
+            row[3] = 50.0;
+            row[n - 1] = 50.0;
+            row[cut - 1] = 40.0;
+            row[cut.min(n - 2)] = 40.0;
+            let ids = [0u32, cut as u32, (n - 1) as u32, n as u32 + 5];
+            for d in [Dialect::Scalar, Dialect::Simd] {
+                let whole = reduce_row(d, &row, &ids, 32);
+                let mut acc = SlicedRow::new(&ids, 32);
+                for (j, sl) in row.chunks(cut).enumerate() {
+                    acc.add(d, j * cut, sl);
+                }
+                let got = acc.finish();
+                assert_eq!((got.max, got.argmax), (whole.max, whole.argmax), "n={n}");
+                assert_eq!(got.top, whole.top, "n={n}");
+                assert_eq!(got.picked[..3], whole.picked[..3]);
+                assert!(got.picked[3].is_nan());
+                assert!(((got.sum_exp - whole.sum_exp) / whole.sum_exp).abs() < 1e-12, "n={n}: {} vs {}", got.sum_exp, whole.sum_exp);
+            }
+        }
+    }
+
+    #[test]
+    fn sliced_row_keeps_nan_and_all_minus_infinity() {
+        let mut acc = SlicedRow::new(&[], 4);
+        acc.add(Dialect::Simd, 0, &[1.0, 2.0]);
+        acc.add(Dialect::Simd, 2, &[f32::NEG_INFINITY, f32::NAN]);
+        assert!(acc.finish().sum_exp.is_nan());
+        let mut acc = SlicedRow::new(&[], 4);
+        acc.add(Dialect::Simd, 0, &[f32::NEG_INFINITY; 3]);
+        assert!(acc.finish().sum_exp.is_nan());
     }
 
     #[test]

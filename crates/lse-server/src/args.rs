@@ -21,6 +21,7 @@ engine options (ENGINE):
   --model PATH               a .gguf file, or a folder holding one model (required)
   --pool DEV                 where kernels run: cpu (default cpu)
   --dialect D                simd or scalar (default simd)
+  --simd LEVEL               cap the SIMD kernels: avx512, avx2 or scalar (default: the best the CPU has)
   --threads N                compute threads (default: physical cores)
   --batch-size N             tokens per prefill pass (default 2048)
   --ubatch-size N            tokens per kernel launch, <= batch size (default 512)
@@ -147,7 +148,7 @@ pub struct Args {
 
 /// Options that take a value.
 const VALUED: &[&str] = &[
-    "--model", "--pool", "--dialect", "--threads", "--batch-size", "--ubatch-size", "--kv-cache-dtype", "--kv-len",
+    "--model", "--pool", "--dialect", "--simd", "--threads", "--batch-size", "--ubatch-size", "--kv-cache-dtype", "--kv-len",
     "--FlashPrefillV2", "--tokenize", "--tokenize-output", "--perplexity", "--perplexity-tokens", "--perplexity-pairs",
     "--perplexity-method", "--perplexity-ctx", "--perplexity-stride", "--perplexity-chunks",
     "--perplexity-kld-base-out", "--perplexity-kld-top-k", "--perplexity-kld", "--perplexity-output",
@@ -242,6 +243,12 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
             "--dialect" => {
                 a.engine.dialect =
                     parse_dialect(v).ok_or_else(|| format!("unknown --dialect '{v}' (allowed: simd, scalar)"))?
+            }
+            "--simd" => {
+                a.engine.simd = Some(
+                    lse_engine::parse_simd_level(v)
+                        .ok_or_else(|| format!("unknown --simd '{v}' (allowed: avx512, avx2, neon, scalar)"))?,
+                )
             }
             "--threads" => a.engine.threads = positive(&name, v)?,
             "--batch-size" => a.engine.batch_size = positive(&name, v)?,

@@ -95,6 +95,28 @@ fn unknown_dialect() {
 }
 
 #[test]
+fn unknown_simd_level() {
+    fails(&["--model", &tiny(), "--perplexity", &wiki(), "--simd", "avx9"], "avx512, avx2, neon, scalar", None);
+}
+
+#[test]
+fn simd_level_the_cpu_lacks_is_refused() {
+    let lacking = if cfg!(target_arch = "x86_64") { "neon" } else { "avx2" };
+    fails(&["--model", &tiny(), "--perplexity", &wiki(), "--simd", lacking], "this CPU has no", None);
+}
+
+#[test]
+fn simd_cap_shows_in_the_report_config() {
+    if !cfg!(target_arch = "x86_64") || !std::is_x86_feature_detected!("avx2") {
+        return;
+    }
+    let o = run(&["--model", &tiny(), "--perplexity", &wiki(), "--perplexity-ctx", "128", "--perplexity-chunks", "2", "--simd", "avx2"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let r: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(r["config"]["device_arch"], "x86_64-avx2", "{}", r["config"]);
+}
+
+#[test]
 fn unknown_pool() {
     fails(&["--model", &tiny(), "--perplexity", &wiki(), "--pool", "tpu"], "--pool", None);
 }

@@ -19,6 +19,8 @@ pub mod pretokenize;
 mod rwkv;
 mod special;
 mod spm;
+mod texts;
+mod token_index;
 mod trie;
 mod ugm;
 mod wpm;
@@ -28,7 +30,7 @@ mod vocab;
 use lse_gguf::GgufFile;
 
 pub use error::TokenizerError;
-pub use vocab::attr;
+pub use vocab::{attr, VOCAB_ARRAY_KEYS};
 
 use special::Fragment;
 use vocab::{ModelKind, Vocab};
@@ -283,7 +285,7 @@ impl Tokenizer {
 
     /// The token's text as stored in the vocabulary.
     pub fn token_text(&self, id: u32) -> Option<&str> {
-        self.vocab.texts.get(id as usize).map(String::as_str)
+        self.vocab.texts.get(id as usize)
     }
 
     /// The token's attributes (bits of [`attr`]).

@@ -97,7 +97,7 @@ const SPACE: &[u8] = "\u{2581}".as_bytes();
 /// None when too many tokens have such an inner "▁" to make this worthwhile.
 pub fn cut_rule(vocab: &Vocab) -> Option<Vec<Vec<u8>>> {
     let mut before = Vec::new();
-    for t in &vocab.texts {
+    for t in vocab.texts.iter() {
         let b = t.as_bytes();
         for j in 1..b.len().saturating_sub(2) {
             if &b[j..j + 3] == SPACE && !(j >= 3 && &b[j - 3..j] == SPACE) {

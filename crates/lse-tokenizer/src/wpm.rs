@@ -14,7 +14,7 @@ pub struct Wpm {
 impl Wpm {
     pub fn new(v: &Vocab) -> Wpm {
         Wpm {
-            max_len: v.texts.iter().map(String::len).max().unwrap_or(0),
+            max_len: v.texts.iter().map(str::len).max().unwrap_or(0),
         }
     }
 

@@ -115,6 +115,7 @@ pub fn standard_attn(w: &Weights, il: usize, kind: RopeKind) -> Result<AttnConfi
         q_scale: 1.0,
         kq_scale: 1.0 / (hp.head_dim_k as f32).sqrt(),
         temp: None,
+        softcap: None,
         window: None,
         q_gate: false,
         sinks: None,

@@ -61,6 +61,10 @@ fn par_rows(pool: &ThreadPool, x: &mut [f32], row: usize, target: usize, f: &(dy
 /// Elements per task for the elementwise ops.
 const PAR_CHUNK: usize = 1 << 15;
 
+/// A KV store of at most this many rows (decode steps) starts the f32 copy of the cache.
+#[cfg(target_arch = "x86_64")]
+const MIRROR_FROM_ROWS: usize = 16;
+
 impl Backend for CpuBackend {
     fn device_arch(&self) -> String {
         lse_kernels::device_arch(self.dialect).to_string()
@@ -81,6 +85,17 @@ impl Backend for CpuBackend {
             }
         }
         lse_kernels::matmul(self.dialect, &self.pool, w.ty, w.bytes(), w.n, w.k, x, m, y);
+    }
+
+    fn matmul_cols(&self, w: &Matrix, x: &[f32], m: usize, cols: std::ops::Range<usize>, y: &mut [f32]) {
+        if self.dialect == Dialect::Simd && lse_kernels::packable(w.ty) {
+            if let Some(p) = w.packed(&self.pool) {
+                return lse_kernels::matmul_packed_cols(&self.pool, p, x, m, cols, y);
+            }
+        }
+        let rb = w.row_bytes();
+        let rows = &w.bytes()[cols.start * rb..cols.end * rb];
+        lse_kernels::matmul(self.dialect, &self.pool, w.ty, rows, cols.len(), w.k, x, m, y);
     }
 
     fn get_rows(&self, w: &Matrix, ids: &[u32], out: &mut [f32]) {
@@ -153,7 +168,10 @@ impl Backend for CpuBackend {
     fn kv_store(&self, kv: &mut LayerKv, pos0: usize, n: usize, k: &[f32], v: &[f32]) -> Result<(), EngineError> {
         kv.store(pos0, n, k, v)?;
         #[cfg(target_arch = "x86_64")]
-        if attention::uses_tiled(self.dialect, self.kind(), kv.head_dim_k, kv.head_dim_v) {
+        // The f32 copy pays off when a cache is read again and again a few rows at a time (decode);
+        // a prefill-only session (a scoring window) converts its panels per call and holds none.
+        // Both ways read the same f32 panels, so the logits do not depend on which one ran.
+        if attention::uses_tiled(self.dialect, self.kind(), kv.head_dim_k, kv.head_dim_v) && (kv.has_mirror() || n <= MIRROR_FROM_ROWS) {
             kv.update_mirror(pos0, n);
         }
         Ok(())

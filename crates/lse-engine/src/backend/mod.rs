@@ -30,6 +30,9 @@ pub trait Backend: Send + Sync {
 
     /// `y[m][n] = sum_k x[m][k] * W[n][k]`.
     fn matmul(&self, w: &Matrix, x: &[f32], m: usize, y: &mut [f32]);
+    /// Outputs `cols` of the same product (`y` is `m × cols.len()`), each equal to `matmul`'s;
+    /// `cols.start` a multiple of [`lse_kernels::packed::PNR`].
+    fn matmul_cols(&self, w: &Matrix, x: &[f32], m: usize, cols: std::ops::Range<usize>, y: &mut [f32]);
     /// Rows `ids` of `w`, dequantized to f32 (`ids.len() × w.k`).
     fn get_rows(&self, w: &Matrix, ids: &[u32], out: &mut [f32]);
     /// RMS norm of each `dim`-row of `x` in place, times `w`.

@@ -5,6 +5,7 @@ use crate::backend::AttnCall;
 use crate::arch::SeqRows;
 use crate::kv_cache::LayerKv;
 use crate::ops::attn_sinks::{self, SinkCall};
+use crate::ops::attn_softcap::{self, SoftcapCall};
 use crate::ops::rope::RopeParams;
 use crate::{EngineError, ForwardCtx, Matrix, Weights};
 
@@ -36,6 +37,8 @@ pub struct AttnConfig {
     pub kq_scale: f32,
     /// Per-position Q multiplier after rope (mistral3's temperature tuning).
     pub temp: Option<AttnTemp>,
+    /// Attention logit soft-capping: scores become `cap * tanh(score / cap)` (gemma2).
+    pub softcap: Option<f32>,
     pub window: Option<usize>,
     /// `attn_q` rows per head are `[q | gate]`; the output is multiplied by sigmoid(gate).
     pub q_gate: bool,
@@ -162,7 +165,13 @@ impl AttnLayer {
             let kv = s.state.kv[il].as_mut().ok_or_else(|| EngineError::Kernel(format!("layer {il}: attention without a cache")))?;
             b.kv_store(kv, s.pos0, s.n, ks, &v[rows.start * vw..rows.end * vw])?;
             let att_s = &mut att[rows.start * ow..rows.end * ow];
-            b.attention(qs, s.n, s.pos0, kv, &call, att_s)?;
+            match c.softcap {
+                Some(cap) => {
+                    let sc = SoftcapCall { n_head: c.n_head, scale: c.kq_scale, window: c.window, cap };
+                    attn_softcap::attention(&sc, qs, s.n, s.pos0, kv, att_s, &|n, f| b.run(n, f));
+                }
+                None => b.attention(qs, s.n, s.pos0, kv, &call, att_s)?,
+            }
             if let Some(sinks) = &c.sinks {
                 let sc = SinkCall { n_head: c.n_head, scale: c.kq_scale, window: c.window, sinks };
                 attn_sinks::apply(&sc, qs, s.n, s.pos0, kv, att_s, &|n, f| b.run(n, f));

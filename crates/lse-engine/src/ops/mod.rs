@@ -2,6 +2,7 @@
 
 pub mod act;
 pub mod attn_sinks;
+pub mod attn_softcap;
 pub mod norm;
 pub mod rope;
 

@@ -1,5 +1,5 @@
 //! Run-time chosen SIMD kernels. Each ISA lives in its own file; this module picks the best
-//! level the CPU has (overridable with `LSE_SIMD=scalar|avx2|avx512|neon` for comparisons) and
+//! level the CPU has (capped with the engine option `simd`, e.g. AVX2 on an AVX-512 machine) and
 //! hands out row kernels.
 
 use lse_gguf::GgmlType;
@@ -95,6 +95,16 @@ impl Level {
             Level::Neon => "aarch64-neon",
         }
     }
+
+    /// The name [`parse_level`] reads.
+    pub fn short_name(self) -> &'static str {
+        match self {
+            Level::Scalar => "scalar",
+            Level::Avx2 => "avx2",
+            Level::Avx512 => "avx512",
+            Level::Neon => "neon",
+        }
+    }
 }
 
 /// Every level this CPU can run, best last (always includes `Scalar`).
@@ -118,20 +128,38 @@ pub fn available_levels() -> Vec<Level> {
     v
 }
 
-/// The level `Dialect::Simd` uses: the best available, capped by `LSE_SIMD` when set.
+static LEVEL: OnceLock<Level> = OnceLock::new();
+
+/// The level `Dialect::Simd` uses: the best available, unless [`cap_level`] fixed another first.
 pub fn level() -> Level {
-    static LEVEL: OnceLock<Level> = OnceLock::new();
-    *LEVEL.get_or_init(|| {
-        let avail = available_levels();
-        let best = *avail.last().unwrap_or(&Level::Scalar);
-        match std::env::var("LSE_SIMD").ok().as_deref() {
-            Some("scalar") => Level::Scalar,
-            Some("avx2") if avail.contains(&Level::Avx2) => Level::Avx2,
-            Some("avx512") if avail.contains(&Level::Avx512) => Level::Avx512,
-            Some("neon") if avail.contains(&Level::Neon) => Level::Neon,
-            _ => best,
-        }
+    *LEVEL.get_or_init(|| *available_levels().last().unwrap_or(&Level::Scalar))
+}
+
+/// A level by its short name (`avx512`, `avx2`, `neon`, `scalar`).
+pub fn parse_level(s: &str) -> Option<Level> {
+    Some(match s {
+        "avx512" => Level::Avx512,
+        "avx2" => Level::Avx2,
+        "neon" => Level::Neon,
+        "scalar" => Level::Scalar,
+        _ => return None,
     })
+}
+
+/// Runs `Dialect::Simd` at `cap` (e.g. AVX2 kernels on an AVX-512 machine, to measure what an
+/// AVX2-only CPU gets). The level is one per process, fixed at first use: a different level
+/// already in use, or one this CPU lacks, is refused with a message naming both.
+pub fn cap_level(cap: Level) -> Result<(), String> {
+    let avail = available_levels();
+    if !avail.contains(&cap) {
+        let names: Vec<&str> = avail.iter().map(|l| l.name()).collect();
+        return Err(format!("this CPU has no {} kernels (it has: {})", cap.name(), names.join(", ")));
+    }
+    let now = *LEVEL.get_or_init(|| cap);
+    if now != cap {
+        return Err(format!("this process already runs {} kernels; {} needs a new process", now.name(), cap.name()));
+    }
+    Ok(())
 }
 
 /// The row kernel for weight type `t` at `level`, or `None` (the caller falls back to scalar).

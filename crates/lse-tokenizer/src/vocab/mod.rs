@@ -7,7 +7,8 @@ mod specials;
 
 use lse_gguf::{GgufFile, Value};
 
-use crate::hash::FastMap;
+use crate::texts::Texts;
+use crate::token_index::TokenIndex;
 use crate::pretokenize::PreTokenizer;
 use crate::TokenizerError;
 
@@ -46,10 +47,10 @@ pub enum ModelKind {
 
 pub struct Vocab {
     pub kind: ModelKind,
-    pub texts: Vec<String>,
+    pub texts: Texts,
     pub scores: Vec<f32>,
     pub attrs: Vec<u32>,
-    pub token_to_id: FastMap<Vec<u8>, u32>,
+    token_index: TokenIndex,
     pub bos: Option<u32>,
     pub eos: Option<u32>,
     pub eot: Option<u32>,
@@ -87,7 +88,12 @@ pub struct Vocab {
     pub special_by_length: Vec<u32>,
 }
 
+/// The vocabulary-sized metadata arrays a tokenizer copies what it needs from: a loader may drop
+/// their parsed values once the tokenizer is built.
+pub const VOCAB_ARRAY_KEYS: &[&str] = &[K_TOKENS, K_SCORES, K_TYPES, K_MERGES, K_CHARSMAP];
+
 const K_MODEL: &str = "tokenizer.ggml.model";
+const K_MERGES: &str = "tokenizer.ggml.merges";
 const K_PRE: &str = "tokenizer.ggml.pre";
 const K_TOKENS: &str = "tokenizer.ggml.tokens";
 const K_SCORES: &str = "tokenizer.ggml.scores";
@@ -246,8 +252,8 @@ impl Vocab {
         let d = defaults(model, pre_name)?;
 
         let merges = if let ModelKind::Bpe(_) = d.kind {
-            string_array(f, "tokenizer.ggml.merges")?
-                .ok_or(TokenizerError::MissingKey("tokenizer.ggml.merges"))?
+            string_array(f, K_MERGES)?
+                .ok_or(TokenizerError::MissingKey(K_MERGES))?
                 .into_iter()
                 .map(str::to_string)
                 .collect()
@@ -262,7 +268,7 @@ impl Vocab {
             Vec::new()
         };
 
-        let (texts, scores, attrs, token_to_id) = read_tokens(f)?;
+        let (texts, scores, attrs, token_index) = read_tokens(f)?;
         let n = texts.len();
 
         // special token ids: defaults out of range are dropped; file ids out of range are ignored
@@ -336,7 +342,7 @@ impl Vocab {
             texts,
             scores,
             attrs,
-            token_to_id,
+            token_index,
             bos,
             eos,
             eot,
@@ -384,7 +390,7 @@ impl Vocab {
 
     #[inline]
     pub fn lookup(&self, text: &[u8]) -> Option<u32> {
-        self.token_to_id.get(text).copied()
+        self.token_index.get(&self.texts, text)
     }
 
     pub(crate) fn id_of(&self, text: &str) -> Option<u32> {
@@ -406,7 +412,7 @@ impl Vocab {
     }
 }
 
-type Tokens = (Vec<String>, Vec<f32>, Vec<u32>, FastMap<Vec<u8>, u32>);
+type Tokens = (Texts, Vec<f32>, Vec<u32>, TokenIndex);
 
 fn read_tokens(f: &GgufFile) -> Result<Tokens, TokenizerError> {
     let tokens = string_array(f, K_TOKENS)?.ok_or(TokenizerError::MissingKey(K_TOKENS))?;
@@ -462,26 +468,14 @@ fn read_tokens(f: &GgufFile) -> Result<Tokens, TokenizerError> {
                 .collect::<Result<_, _>>()?
         }
     };
-    let mut texts = Vec::with_capacity(n);
-    let mut token_to_id: FastMap<Vec<u8>, u32> = FastMap::default();
-    token_to_id.reserve(n);
-    for (i, t) in tokens.iter().enumerate() {
-        let text = if t.is_empty() {
-            format!("[EMPTY_{i}]")
-        } else {
-            t.to_string()
-        };
-        if let Some(&first) = token_to_id.get(text.as_bytes()) {
-            return Err(TokenizerError::DuplicateToken {
-                text,
-                first,
-                second: i as u32,
-            });
+    let texts: Texts = tokens.iter().enumerate().map(|(i, t)| if t.is_empty() { std::borrow::Cow::Owned(format!("[EMPTY_{i}]")) } else { std::borrow::Cow::Borrowed(*t) }).collect();
+    let mut token_index = TokenIndex::with_capacity(n);
+    for i in 0..n as u32 {
+        if let Some(first) = token_index.insert(&texts, i) {
+            return Err(TokenizerError::DuplicateToken { text: texts[i as usize].to_string(), first, second: i });
         }
-        token_to_id.insert(text.as_bytes().to_vec(), i as u32);
-        texts.push(text);
     }
-    Ok((texts, scores, attrs, token_to_id))
+    Ok((texts, scores, attrs, token_index))
 }
 
 fn read_charsmap(f: &GgufFile) -> Result<Vec<u8>, TokenizerError> {
