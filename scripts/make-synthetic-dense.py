@@ -8,7 +8,7 @@ Every model: 4 layers, n_embd 64, 4 query heads / 2 kv heads of 32, FFN width 12
 vocabulary (data/vocab/ggml-vocab-llama-spm.gguf, fetched by scripts/get-vocabs.sh) cut to its first
 4096 entries (unk, bos, eos, the 256 byte tokens and the highest-priority pieces; SPM tokenizes
 with byte fallback), and the unigram channel of scripts/make-synthetic.py (token_embd column 0
-carries 0.6 (log p_uni + 20) from data/golden/synthetic/unigram-counts.txt restricted to those
+carries 0.6 (log p_uni + 20), gemma2 0.2 (...), from data/golden/synthetic/unigram-counts.txt restricted to those
 ids; row 0 of every attn_output / ffn_down is zero so it reaches the output norm unchanged).
 Weights are drawn with numpy's default_rng(seed), everything F32; the `-q8_0` copies quantize
 every 2-D tensor to Q8_0 with gguf-py (llama.cpp's reference rounding), 1-D tensors stay F32.
@@ -19,6 +19,9 @@ mistral3-tiny  seed 3002: llama layers with attn_output.bias, rope NORM base 100
                (factor 4, original context 32, beta_fast 4, beta_slow 0.25: ramp over pairs 0..6,
                yarn_log_multiplier 1),
                attention temperature scale 0.1 (Q x ln(floor(pos / 32) + 1) * 0.1 + 1), an untied output.
+gemma2-tiny    seed 3003: gemma2 layers (post-attention / post-FFN norms, GELU-tanh MLP, embeddings x 8,
+               Q x 1/sqrt(32)), rope NEOX base 10000, sliding window 32 on the even layers, attention
+               logit soft-capping 4, final logit soft-capping 15, tied output.
 
 Deterministic: same inputs and seeds give byte-identical files (numpy >= 1.17, gguf-py 0.19);
 their SHA-256 are in data/golden/synthetic-dense/SHA256SUMS, checked after writing.
@@ -41,7 +44,7 @@ N_VOCAB = 4096
 N_LAYER, N_EMBD, N_HEAD, N_HEAD_KV, HD, N_FF = 4, 64, 4, 2, 32, 128
 
 # name: (arch, seed)
-MODELS = {"smollm3-tiny": ("smollm3", 3001), "mistral3-tiny": ("mistral3", 3002)}
+MODELS = {"smollm3-tiny": ("smollm3", 3001), "mistral3-tiny": ("mistral3", 3002), "gemma2-tiny": ("gemma2", 3003)}
 ALL = [n for m in MODELS for n in (m, m + "-q8_0")]
 
 
@@ -122,14 +125,22 @@ def arch_keys(w: gguf.GGUFWriter, arch: str):
         w.add_float32(f"{arch}.rope.scaling.yarn_beta_slow", 0.25)
         w.add_float32(f"{arch}.rope.scaling.yarn_log_multiplier", 1.0)
         w.add_float32(f"{arch}.attention.temperature_scale", 0.1)
+    elif arch == "gemma2":
+        w.add_float32(f"{arch}.rope.freq_base", 10000.0)
+        w.add_uint32(f"{arch}.attention.sliding_window", 32)
+        w.add_float32(f"{arch}.attn_logit_softcapping", 4.0)
+        w.add_float32(f"{arch}.final_logit_softcapping", 15.0)
 
 
 def weights(arch: str, seed: int) -> list[tuple[str, np.ndarray]]:
     d = Draw(seed)
-    emb = (d.rng.standard_normal((N_VOCAB, N_EMBD)) * 0.15).astype(np.float32)
-    emb[:, 0] = (0.6 * (unigram_log_prob() + 20.0)).astype(np.float32)
+    # gemma2 adds post-norms (their outputs have unit RMS) to embeddings x 8: a weaker channel
+    # (as gemma3-tiny in scripts/make-synthetic.py) so the layers still matter
+    emb_std, prior_gain, out_norm0 = (0.2, 0.2, 1.6) if arch == "gemma2" else (0.15, 0.6, 0.5)
+    emb = (d.rng.standard_normal((N_VOCAB, N_EMBD)) * emb_std).astype(np.float32)
+    emb[:, 0] = (prior_gain * (unigram_log_prob() + 20.0)).astype(np.float32)
     out_norm = d.norm(N_EMBD)
-    out_norm[0] = 0.5
+    out_norm[0] = out_norm0
     t = [("token_embd.weight", emb), ("output_norm.weight", out_norm)]
     if arch == "mistral3":
         t.append(("output.weight", d.mat(N_VOCAB, N_EMBD, gain=0.15 * np.sqrt(N_EMBD))))
@@ -142,10 +153,14 @@ def weights(arch: str, seed: int) -> list[tuple[str, np.ndarray]]:
         t.append((p + "attn_output.weight", d.mat(N_EMBD, N_HEAD * HD, zero_row0=True)))
         if arch == "mistral3":
             t.append((p + "attn_output.bias", d.bias(N_EMBD)))
+        if arch == "gemma2":
+            t.append((p + "post_attention_norm.weight", d.norm(N_EMBD)))
         t.append((p + "ffn_norm.weight", d.norm(N_EMBD)))
         t.append((p + "ffn_gate.weight", d.mat(N_FF, N_EMBD)))
         t.append((p + "ffn_up.weight", d.mat(N_FF, N_EMBD)))
         t.append((p + "ffn_down.weight", d.mat(N_EMBD, N_FF, zero_row0=True)))
+        if arch == "gemma2":
+            t.append((p + "post_ffw_norm.weight", d.norm(N_EMBD)))
     if arch == "mistral3":  # the untied output shares the unigram channel
         t[2][1][:, 0] = emb[:, 0]
     return t

@@ -96,3 +96,13 @@ fn smollm3_tiny_q8_0_matches_llamacpp() {
 fn mistral3_tiny_q8_0_matches_llamacpp() {
     check_model("mistral3-tiny-q8_0", "mistral3", 0.15, 1e-4, 0.005, 0.98);
 }
+
+#[test]
+fn gemma2_tiny_matches_llamacpp() {
+    check_model("gemma2-tiny", "gemma2", 1e-3, 1e-4, 0.001, 0.99);
+}
+
+#[test]
+fn gemma2_tiny_q8_0_matches_llamacpp() {
+    check_model("gemma2-tiny-q8_0", "gemma2", 0.15, 1e-4, 0.005, 0.98);
+}

@@ -5,14 +5,14 @@
 //! layers use `rope.freq_base` with the linear `rope.scaling.factor`.
 
 use super::{require, standard_attn, Architecture, SeqRows, SessionState};
-use crate::blocks::attention::{AttnLayer, AttnWeights};
+use crate::blocks::attention::{AttnConfig, AttnLayer, AttnWeights};
 use crate::blocks::mlp::Mlp;
 use crate::ops::act::Act;
 use crate::ops::rope::RopeKind;
 use crate::{EngineError, ForwardCtx, KvDtype, Weights};
 use lse_gguf::Value;
 
-struct Layer {
+pub(crate) struct Layer {
     attn_norm: Vec<f32>,
     attn: AttnLayer,
     post_attn_norm: Vec<f32>,
@@ -27,22 +27,23 @@ pub struct Gemma3 {
     embd_scale: f32,
 }
 
-/// Which layers use the sliding window: an explicit per-layer bool array, or a period.
-fn swa_layers(w: &Weights) -> Result<Vec<bool>, EngineError> {
+/// Which layers use the sliding window: an explicit per-layer bool array, or a period
+/// (`default`: 6 for gemma3, 2 for gemma2).
+pub(crate) fn swa_layers(w: &Weights, default: usize) -> Result<Vec<bool>, EngineError> {
     let n = w.hp.n_layer;
     match w.key("attention.sliding_window_pattern") {
         Some(Value::Array(a)) => {
             let v: Option<Vec<bool>> = a.iter().map(|x| x.as_bool().or_else(|| x.as_u64().map(|u| u != 0))).collect();
             match v {
                 Some(v) if v.len() == n => Ok(v),
-                _ => Err(EngineError::Metadata(format!("gemma3.attention.sliding_window_pattern must hold {n} flags"))),
+                _ => Err(EngineError::Metadata(format!("{}.attention.sliding_window_pattern must hold {n} flags", w.hp.arch))),
             }
         }
         Some(x) => {
-            let p = x.as_u64().ok_or_else(|| EngineError::Metadata("gemma3.attention.sliding_window_pattern is not an integer".into()))? as usize;
+            let p = x.as_u64().ok_or_else(|| EngineError::Metadata(format!("{}.attention.sliding_window_pattern is not an integer", w.hp.arch)))? as usize;
             Ok((0..n).map(|il| p > 0 && il % p < p - 1).collect())
         }
-        None => Ok((0..n).map(|il| il % 6 < 5).collect()),
+        None => Ok((0..n).map(|il| il % default < default - 1).collect()),
     }
 }
 
@@ -50,7 +51,7 @@ pub fn load(w: &Weights) -> Result<Box<dyn Architecture>, EngineError> {
     let hp = &w.hp;
     let e = hp.n_embd;
     let n_swa = w.key_u64("attention.sliding_window").unwrap_or(0) as usize;
-    let is_swa = swa_layers(w)?;
+    let is_swa = swa_layers(w, 6)?;
     let base_swa = w.key_f32("rope.freq_base_swa").unwrap_or(10000.0);
     let q_scale = match w.key_f32("attention.query_pre_attn_scalar") {
         Some(s) if s > 0.0 => 1.0 / s.sqrt(),
@@ -69,16 +70,32 @@ pub fn load(w: &Weights) -> Result<Box<dyn Architecture>, EngineError> {
             cfg.rope.base = base_swa;
             cfg.rope.freq_scale = 1.0;
         }
-        layers.push(Layer {
+        layers.push(Layer::load(w, il, cfg)?);
+    }
+    Ok(Box::new(Gemma3::new(layers, hp.eps, e)))
+}
+
+impl Layer {
+    /// Binds layer `il`: norms before and after attention and MLP, the GELU-tanh gated MLP.
+    pub(crate) fn load(w: &Weights, il: usize, cfg: AttnConfig) -> Result<Layer, EngineError> {
+        let e = w.hp.n_embd;
+        let p = |s: &str| format!("blk.{il}.{s}");
+        Ok(Layer {
             attn_norm: w.vector(&p("attn_norm.weight"), e)?,
             attn: AttnLayer { w: AttnWeights::load(w, il, e, &cfg)?, cfg },
             post_attn_norm: w.vector(&p("post_attention_norm.weight"), e)?,
             ffn_norm: w.vector(&p("ffn_norm.weight"), e)?,
             mlp: Mlp::load(w, il, e, Act::GeluTanh)?,
             post_ffw_norm: w.vector(&p("post_ffw_norm.weight"), e)?,
-        });
+        })
     }
-    Ok(Box::new(Gemma3 { layers, eps: hp.eps, embd_scale: (e as f32).sqrt() }))
+}
+
+impl Gemma3 {
+    /// The stack (also gemma2's): embeddings scaled by sqrtf(n_embd) on entry.
+    pub(crate) fn new(layers: Vec<Layer>, eps: f32, n_embd: usize) -> Gemma3 {
+        Gemma3 { layers, eps, embd_scale: (n_embd as f32).sqrt() }
+    }
 }
 
 impl Architecture for Gemma3 {

@@ -1,6 +1,7 @@
 //! Architectures: the trait each model file implements, the per-request session state, and
 //! the registry that maps `general.architecture` to a loader. See ARCH.md.
 
+pub mod gemma2;
 pub mod gemma3;
 pub mod gpt_oss;
 pub mod llama;
@@ -70,7 +71,7 @@ pub trait Architecture: Send + Sync {
 }
 
 /// Architectures this engine runs.
-pub const SUPPORTED: &[&str] = &["llama", "qwen2", "qwen3", "gemma3", "qwen35", "qwen3moe", "qwen35moe", "gpt-oss", "smollm3", "mistral3"];
+pub const SUPPORTED: &[&str] = &["llama", "qwen2", "qwen3", "gemma3", "qwen35", "qwen3moe", "qwen35moe", "gpt-oss", "smollm3", "mistral3", "gemma2"];
 
 /// Loads the architecture named by the file's `general.architecture`.
 pub fn load_architecture(w: &Weights) -> Result<Box<dyn Architecture>, EngineError> {
@@ -85,6 +86,7 @@ pub fn load_architecture(w: &Weights) -> Result<Box<dyn Architecture>, EngineErr
         "gpt-oss" => gpt_oss::load(w),
         "smollm3" => smollm3::load(w),
         "mistral3" => mistral3::load(w),
+        "gemma2" => gemma2::load(w),
         other => Err(EngineError::UnsupportedArchitecture(other.to_string())),
     }
 }
