@@ -4,7 +4,7 @@
 Usage: scripts/make-synthetic-dense.py [--out DIR] [names...]   (default: every model, into
                                                                data/golden/synthetic-dense/)
 
-Every model: 4 layers, n_embd 64, 4 query heads / 2 kv heads of 32, FFN width 128, the llama-spm
+Every model: 4 layers, n_embd 64, 4 query heads / 2 kv heads of 32 (phi3: 16), FFN width 128, the llama-spm
 vocabulary (data/vocab/ggml-vocab-llama-spm.gguf, fetched by scripts/get-vocabs.sh) cut to its first
 4096 entries (unk, bos, eos, the 256 byte tokens and the highest-priority pieces; SPM tokenizes
 with byte fallback), and the unigram channel of scripts/make-synthetic.py (token_embd column 0
@@ -22,6 +22,11 @@ mistral3-tiny  seed 3002: llama layers with attn_output.bias, rope NORM base 100
 gemma2-tiny    seed 3003: gemma2 layers (post-attention / post-FFN norms, GELU-tanh MLP, embeddings x 8,
                Q x 1/sqrt(32)), rope NEOX base 10000, sliding window 32 on the even layers, attention
                logit soft-capping 4, final logit soft-capping 15, tied output.
+phi3-tiny      seed 3004: heads of 16 (llama.cpp's phi3 wants n_head x head_dim = n_embd), fused
+               attn_qkv and fused ffn_up (gate rows, then up), rope NEOX base 10000 over 12 of the 16
+               dims with LongRoPE factors (rope_factors_short used at ctx 128; rope_factors_long
+               differ; original context 4096 of 16384) and rope.scaling.attn_factor 1.1;
+               attention.sliding_window 32, which llama.cpp ignores for phi3; tied output.
 
 Deterministic: same inputs and seeds give byte-identical files (numpy >= 1.17, gguf-py 0.19);
 their SHA-256 are in data/golden/synthetic-dense/SHA256SUMS, checked after writing.
@@ -44,7 +49,13 @@ N_VOCAB = 4096
 N_LAYER, N_EMBD, N_HEAD, N_HEAD_KV, HD, N_FF = 4, 64, 4, 2, 32, 128
 
 # name: (arch, seed)
-MODELS = {"smollm3-tiny": ("smollm3", 3001), "mistral3-tiny": ("mistral3", 3002), "gemma2-tiny": ("gemma2", 3003)}
+MODELS = {"smollm3-tiny": ("smollm3", 3001), "mistral3-tiny": ("mistral3", 3002), "gemma2-tiny": ("gemma2", 3003),
+          "phi3-tiny": ("phi3", 3004)}
+
+
+def head_dim(arch: str) -> int:
+    """phi3's attn_output is n_embd x n_embd in llama.cpp: heads of 16 there."""
+    return 16 if arch == "phi3" else HD
 ALL = [n for m in MODELS for n in (m, m + "-q8_0")]
 
 
@@ -96,19 +107,20 @@ class Draw:
 
 
 def common_keys(w: gguf.GGUFWriter, arch: str, name: str, seed: int, file_type: int):
-    w.add_name(name)
+    # llama.cpp sets phi-3 token attributes by general.name and needs <|endoftext|> then (not in this vocabulary)
+    w.add_name(name.replace("phi3", "tiny-p3"))
     w.add_description(f"synthetic random-weight {arch} model for architecture tests (scripts/make-synthetic-dense.py, seed {seed}); not a trained model")
     w.add_file_type(file_type)
     w.add_quantization_version(2)
-    w.add_uint32(f"{arch}.context_length", 4096)
+    w.add_uint32(f"{arch}.context_length", 16384 if arch == "phi3" else 4096)
     w.add_uint32(f"{arch}.embedding_length", N_EMBD)
     w.add_uint32(f"{arch}.block_count", N_LAYER)
     w.add_uint32(f"{arch}.feed_forward_length", N_FF)
     w.add_uint32(f"{arch}.attention.head_count", N_HEAD)
     w.add_uint32(f"{arch}.attention.head_count_kv", N_HEAD_KV)
-    w.add_uint32(f"{arch}.attention.key_length", HD)
-    w.add_uint32(f"{arch}.attention.value_length", HD)
-    w.add_uint32(f"{arch}.rope.dimension_count", HD)
+    w.add_uint32(f"{arch}.attention.key_length", head_dim(arch))
+    w.add_uint32(f"{arch}.attention.value_length", head_dim(arch))
+    w.add_uint32(f"{arch}.rope.dimension_count", 12 if arch == "phi3" else head_dim(arch))
     w.add_float32(f"{arch}.attention.layer_norm_rms_epsilon", 1e-5)
     w.add_uint32(f"{arch}.vocab_size", N_VOCAB)
 
@@ -130,6 +142,11 @@ def arch_keys(w: gguf.GGUFWriter, arch: str):
         w.add_uint32(f"{arch}.attention.sliding_window", 32)
         w.add_float32(f"{arch}.attn_logit_softcapping", 4.0)
         w.add_float32(f"{arch}.final_logit_softcapping", 15.0)
+    elif arch == "phi3":
+        w.add_float32(f"{arch}.rope.freq_base", 10000.0)
+        w.add_uint32(f"{arch}.rope.scaling.original_context_length", 4096)
+        w.add_float32(f"{arch}.rope.scaling.attn_factor", 1.1)
+        w.add_uint32(f"{arch}.attention.sliding_window", 32)
 
 
 def weights(arch: str, seed: int) -> list[tuple[str, np.ndarray]]:
@@ -144,20 +161,31 @@ def weights(arch: str, seed: int) -> list[tuple[str, np.ndarray]]:
     t = [("token_embd.weight", emb), ("output_norm.weight", out_norm)]
     if arch == "mistral3":
         t.append(("output.weight", d.mat(N_VOCAB, N_EMBD, gain=0.15 * np.sqrt(N_EMBD))))
+    hd = head_dim(arch)
+    if arch == "phi3":  # LongRoPE divisors per rotated pair (6 of them): short ones are used at ctx 128
+        t.append(("rope_factors_long.weight", d.rng.uniform(1.0, 8.0, 6).astype(np.float32)))
+        t.append(("rope_factors_short.weight", d.rng.uniform(1.0, 3.0, 6).astype(np.float32)))
     for il in range(N_LAYER):
         p = f"blk.{il}."
         t.append((p + "attn_norm.weight", d.norm(N_EMBD)))
-        t.append((p + "attn_q.weight", d.mat(N_HEAD * HD, N_EMBD, gain=2.5)))
-        t.append((p + "attn_k.weight", d.mat(N_HEAD_KV * HD, N_EMBD, gain=2.5)))
-        t.append((p + "attn_v.weight", d.mat(N_HEAD_KV * HD, N_EMBD)))
-        t.append((p + "attn_output.weight", d.mat(N_EMBD, N_HEAD * HD, zero_row0=True)))
+        if arch == "phi3":
+            q, k, v = d.mat(N_HEAD * hd, N_EMBD, gain=2.5), d.mat(N_HEAD_KV * hd, N_EMBD, gain=2.5), d.mat(N_HEAD_KV * hd, N_EMBD)
+            t.append((p + "attn_qkv.weight", np.concatenate([q, k, v])))
+        else:
+            t.append((p + "attn_q.weight", d.mat(N_HEAD * hd, N_EMBD, gain=2.5)))
+            t.append((p + "attn_k.weight", d.mat(N_HEAD_KV * hd, N_EMBD, gain=2.5)))
+            t.append((p + "attn_v.weight", d.mat(N_HEAD_KV * hd, N_EMBD)))
+        t.append((p + "attn_output.weight", d.mat(N_EMBD, N_HEAD * hd, zero_row0=True)))
         if arch == "mistral3":
             t.append((p + "attn_output.bias", d.bias(N_EMBD)))
         if arch == "gemma2":
             t.append((p + "post_attention_norm.weight", d.norm(N_EMBD)))
         t.append((p + "ffn_norm.weight", d.norm(N_EMBD)))
-        t.append((p + "ffn_gate.weight", d.mat(N_FF, N_EMBD)))
-        t.append((p + "ffn_up.weight", d.mat(N_FF, N_EMBD)))
+        if arch == "phi3":  # fused: gate rows, then up rows
+            t.append((p + "ffn_up.weight", np.concatenate([d.mat(N_FF, N_EMBD), d.mat(N_FF, N_EMBD)])))
+        else:
+            t.append((p + "ffn_gate.weight", d.mat(N_FF, N_EMBD)))
+            t.append((p + "ffn_up.weight", d.mat(N_FF, N_EMBD)))
         t.append((p + "ffn_down.weight", d.mat(N_EMBD, N_FF, zero_row0=True)))
         if arch == "gemma2":
             t.append((p + "post_ffw_norm.weight", d.norm(N_EMBD)))

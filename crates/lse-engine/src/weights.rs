@@ -40,6 +40,23 @@ impl Matrix {
         self.ty.row_bytes(self.k).unwrap_or(0)
     }
 
+    /// Rows `r0 .. r0 + n` as a matrix of their own (a part of a fused tensor: phi3's `attn_qkv`,
+    /// `ffn_up` holding gate and up); `None` when they are not all there.
+    pub fn rows(&self, r0: usize, n: usize) -> Option<Matrix> {
+        if r0 + n > self.n {
+            return None;
+        }
+        let rb = self.row_bytes();
+        let start = self.part.map_or(0, |(s, _)| s) + r0 * rb;
+        Some(Matrix {
+            name: format!("{}[{r0}..{}]", self.name, r0 + n),
+            n,
+            part: Some((start, n * rb)),
+            packed: Default::default(),
+            ..self.clone()
+        })
+    }
+
     /// The packed copy for the register-tiled matmul (made once, on `pool`), or `None` when the
     /// type or CPU has no packed kernels.
     pub fn packed(&self, pool: &lse_kernels::ThreadPool) -> Option<&lse_kernels::PackedMatrix> {

@@ -1,4 +1,5 @@
-//! The tiny dense models of issue 13 (data/golden/synthetic-dense: smollm3, mistral3; f32 and Q8_0)
+//! The tiny dense models of issue 13 (data/golden/synthetic-dense: smollm3, mistral3, gemma2, phi3;
+//! f32 and Q8_0)
 //! against llama.cpp's log-probs and chunk perplexities (ctx 128, 8 chunks, rows 64..126), flash and
 //! dense, KV f16 and f32; and one clear load error per unsupported or inconsistent key.
 
@@ -105,4 +106,64 @@ fn gemma2_tiny_matches_llamacpp() {
 #[test]
 fn gemma2_tiny_q8_0_matches_llamacpp() {
     check_model("gemma2-tiny-q8_0", "gemma2", 0.15, 1e-4, 0.005, 0.98);
+}
+
+#[test]
+fn phi3_tiny_matches_llamacpp() {
+    check_model("phi3-tiny", "phi3", 1e-3, 1e-4, 0.001, 0.99);
+}
+
+#[test]
+fn phi3_tiny_q8_0_matches_llamacpp() {
+    check_model("phi3-tiny-q8_0", "phi3", 0.15, 1e-4, 0.005, 0.98);
+}
+
+/// A copy of a tiny dense model with metadata keys dropped or replaced, written to a temp file.
+fn rewritten(name: &str, tag: &str, drop: &[&str], set: &[(&str, lse_gguf::Value)]) -> PathBuf {
+    let src = lse_gguf::GgufFile::open(&model(name)).expect("open model");
+    let mut wr = lse_gguf::GgufWriter::new();
+    wr.set_alignment(src.alignment() as u32);
+    for (k, v) in src.metadata() {
+        if !drop.contains(&k.as_str()) && !set.iter().any(|(s, _)| s == k) {
+            wr.add_kv(k.clone(), v.clone());
+        }
+    }
+    for (k, v) in set {
+        wr.add_kv(*k, v.clone());
+    }
+    for t in src.tensors() {
+        wr.add_tensor(t.name.clone(), &t.dims, t.ggml_type, src.tensor_data(t).to_vec());
+    }
+    let path = std::env::temp_dir().join(format!("lse-dense-{tag}-{}.gguf", std::process::id()));
+    wr.write(&path).expect("write rewritten gguf");
+    path
+}
+
+/// Unsupported or inconsistent metadata is one load error naming the key; a phi3 session longer
+/// than the short rope factors serve is refused naming `rope_factors_long`.
+#[test]
+fn bad_dense_metadata_is_an_error() {
+    use lse_gguf::Value;
+    for (name, tag, drop, set, want) in [
+        ("mistral3-tiny", "experts", vec![], vec![("mistral3.expert_count", Value::U32(4))], "mistral3.expert_count"),
+        ("gemma2-tiny", "nofinalcap", vec!["gemma2.final_logit_softcapping"], vec![], "gemma2.final_logit_softcapping"),
+        ("gemma2-tiny", "attncap", vec![], vec![("gemma2.attn_logit_softcapping", Value::F32(-1.0))], "gemma2.attn_logit_softcapping"),
+        (
+            "smollm3-tiny",
+            "logmul",
+            vec![],
+            vec![("smollm3.rope.scaling.type", Value::String("yarn".into())), ("smollm3.rope.scaling.yarn_log_multiplier", Value::F32(0.1))],
+            "yarn_log_multiplier",
+        ),
+    ] {
+        let path = rewritten(name, tag, &drop, &set);
+        let err = Engine::load(&path, opts(true, KvDtype::F16)).err().unwrap_or_else(|| panic!("{tag}: loaded"));
+        let _ = std::fs::remove_file(&path);
+        let msg = err.to_string();
+        assert!(msg.contains(want) && !msg.contains('\n'), "{tag}: {msg}");
+    }
+    let e = Engine::load(&model("phi3-tiny"), EngineOptions { kv_len: Some(8192), ..opts(true, KvDtype::F16) }).expect("load phi3");
+    assert!(e.new_session(Some(4096)).is_ok());
+    let msg = e.new_session(None).err().expect("8192-token phi3 session").to_string();
+    assert!(msg.contains("rope_factors_long") && msg.contains("4096"), "{msg}");
 }

@@ -6,6 +6,7 @@ pub mod gemma3;
 pub mod gpt_oss;
 pub mod llama;
 pub mod mistral3;
+pub mod phi3;
 pub mod qwen2;
 pub mod qwen3;
 pub mod qwen35;
@@ -71,7 +72,7 @@ pub trait Architecture: Send + Sync {
 }
 
 /// Architectures this engine runs.
-pub const SUPPORTED: &[&str] = &["llama", "qwen2", "qwen3", "gemma3", "qwen35", "qwen3moe", "qwen35moe", "gpt-oss", "smollm3", "mistral3", "gemma2"];
+pub const SUPPORTED: &[&str] = &["llama", "qwen2", "qwen3", "gemma3", "qwen35", "qwen3moe", "qwen35moe", "gpt-oss", "smollm3", "mistral3", "gemma2", "phi3"];
 
 /// Loads the architecture named by the file's `general.architecture`.
 pub fn load_architecture(w: &Weights) -> Result<Box<dyn Architecture>, EngineError> {
@@ -87,6 +88,7 @@ pub fn load_architecture(w: &Weights) -> Result<Box<dyn Architecture>, EngineErr
         "smollm3" => smollm3::load(w),
         "mistral3" => mistral3::load(w),
         "gemma2" => gemma2::load(w),
+        "phi3" => phi3::load(w),
         other => Err(EngineError::UnsupportedArchitecture(other.to_string())),
     }
 }

@@ -70,20 +70,33 @@ impl AttnConfig {
 }
 
 impl AttnWeights {
-    /// Binds `blk.{il}.attn_{q,k,v,output}` (+ optional biases and q/k norms) for `cfg` on an
+    /// Binds `blk.{il}.attn_{q,k,v,output}` or the fused `attn_qkv` (+ optional biases and q/k norms) for `cfg` on an
     /// `n_embd`-wide residual stream.
     pub fn load(w: &Weights, il: usize, n_embd: usize, cfg: &AttnConfig) -> Result<AttnWeights, EngineError> {
         let p = |s: &str| format!("blk.{il}.{s}");
         let nq = cfg.n_head * cfg.head_dim_k * if cfg.q_gate { 2 } else { 1 };
         let nk = cfg.n_head_kv * cfg.head_dim_k;
         let nv = cfg.n_head_kv * cfg.head_dim_v;
+        // a fused `attn_qkv` (rows q, then k, then v) binds as three row ranges
+        let ((q, k, v), (q_bias, k_bias, v_bias)) = match w.opt_matrix(&p("attn_qkv.weight"), n_embd, nq + nk + nv)? {
+            Some(m) => {
+                let part = |r0, n| m.rows(r0, n).ok_or_else(|| EngineError::Metadata(format!("{}: rows {r0}+{n} out of range", m.name)));
+                let b = w.opt_vector(&p("attn_qkv.bias"), nq + nk + nv)?;
+                let bs = |r0: usize, n: usize| b.as_ref().map(|b| b[r0..r0 + n].to_vec());
+                ((part(0, nq)?, part(nq, nk)?, part(nq + nk, nv)?), (bs(0, nq), bs(nq, nk), bs(nq + nk, nv)))
+            }
+            None => (
+                (w.matrix(&p("attn_q.weight"), n_embd, nq)?, w.matrix(&p("attn_k.weight"), n_embd, nk)?, w.matrix(&p("attn_v.weight"), n_embd, nv)?),
+                (w.opt_vector(&p("attn_q.bias"), nq)?, w.opt_vector(&p("attn_k.bias"), nk)?, w.opt_vector(&p("attn_v.bias"), nv)?),
+            ),
+        };
         Ok(AttnWeights {
-            q: w.matrix(&p("attn_q.weight"), n_embd, nq)?,
-            k: w.matrix(&p("attn_k.weight"), n_embd, nk)?,
-            v: w.matrix(&p("attn_v.weight"), n_embd, nv)?,
-            q_bias: w.opt_vector(&p("attn_q.bias"), nq)?,
-            k_bias: w.opt_vector(&p("attn_k.bias"), nk)?,
-            v_bias: w.opt_vector(&p("attn_v.bias"), nv)?,
+            q,
+            k,
+            v,
+            q_bias,
+            k_bias,
+            v_bias,
             q_norm: w.opt_vector(&p("attn_q_norm.weight"), cfg.head_dim_k)?,
             k_norm: w.opt_vector(&p("attn_k_norm.weight"), cfg.head_dim_k)?,
             o: w.matrix(&p("attn_output.weight"), cfg.n_head * cfg.head_dim_v, n_embd)?,

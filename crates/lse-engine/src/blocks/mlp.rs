@@ -27,6 +27,16 @@ impl Mlp {
         })
     }
 
+    /// Binds phi3's fused `blk.{il}.ffn_up` (`2 n_ff` rows: gate rows first, then up) and `ffn_down`.
+    pub fn load_fused_up(w: &Weights, il: usize, n_embd: usize, act: Act) -> Result<Mlp, EngineError> {
+        let name = format!("blk.{il}.ffn_up.weight");
+        let down = w.file.tensor(&format!("blk.{il}.ffn_down.weight")).ok_or_else(|| EngineError::MissingTensor(format!("blk.{il}.ffn_down.weight")))?;
+        let n_ff = down.dims[0] as usize;
+        let fused = w.matrix(&name, n_embd, 2 * n_ff)?;
+        let part = |r0| fused.rows(r0, n_ff).ok_or_else(|| EngineError::Metadata(format!("{name}: rows out of range")));
+        Ok(Mlp { gate: part(0)?, up: part(n_ff)?, down: w.matrix(&format!("blk.{il}.ffn_down.weight"), n_ff, n_embd)?, act })
+    }
+
     /// `out` (n × n_embd) = the block applied to the normed rows `h` (n × n_embd).
     pub fn forward(&self, cx: &ForwardCtx, h: &[f32], n: usize, out: &mut [f32]) {
         let b = cx.backend;
