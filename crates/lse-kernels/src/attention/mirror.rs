@@ -1,21 +1,29 @@
-//! An f32 copy of a layer's cache in the tiled kernel's layout, kept up to date as rows are
-//! stored, so an attention call reads its keys instead of converting the whole cache each time
-//! (decode would otherwise convert `positions × heads × dims` values per layer per token).
-//! Values are the cache's own rows read back (`kv::load_row`), so results are bit-identical to
-//! converting on the fly.
+//! A copy of a layer's cache in the tiled kernel's layout, kept up to date as rows are stored, so
+//! an attention call reads its keys instead of converting the whole cache each time (decode would
+//! otherwise convert `positions × heads × dims` values per layer per token). An f16 cache is
+//! mirrored as its f16 bits (the kernel widens them as it loads: exact, and half the bytes a
+//! decode step streams); other cache types as f32 rows read back with `kv::load_row`. Either way
+//! the kernel sees the cache's own values, so results are bit-identical to converting on the fly.
 
 use super::kv;
 use super::tiled::KP;
 use lse_gguf::GgmlType;
 
+/// Mirrored values: f16 bit patterns or f32.
+#[derive(Clone, Debug)]
+enum Values {
+    F16(Vec<u16>),
+    F32(Vec<f32>),
+}
+
 /// K per head as panels of `KP` keys, each `[dim][key]` (transposed); V per head as rows.
 /// Positions are absolute; the capacity is a whole number of panels and grows as rows come.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct TiledMirror {
-    pub kt: Vec<f32>,
-    pub v: Vec<f32>,
+    kt: Values,
+    v: Values,
     /// Positions held (a multiple of `KP`).
-    pub cap: usize,
+    cap: usize,
     n_head_kv: usize,
     dk: usize,
     dv: usize,
@@ -23,16 +31,34 @@ pub struct TiledMirror {
 
 /// A view of a mirror for one attention call.
 #[derive(Clone, Copy, Debug)]
-pub struct MirrorView<'a> {
-    pub kt: &'a [f32],
-    pub v: &'a [f32],
-    pub cap: usize,
+pub enum MirrorView<'a> {
+    F16 { kt: &'a [u16], v: &'a [u16], cap: usize },
+    F32 { kt: &'a [f32], v: &'a [f32], cap: usize },
+}
+
+impl MirrorView<'_> {
+    /// Positions held.
+    pub fn cap(&self) -> usize {
+        match *self {
+            MirrorView::F16 { cap, .. } | MirrorView::F32 { cap, .. } => cap,
+        }
+    }
+}
+
+/// `old` (per head `old_cap · width` values at the start of the head's block) moved into blocks
+/// of `cap · width`.
+fn regrow<E: Copy + Default>(old: &[E], hk: usize, old_cap: usize, cap: usize, width: usize) -> Vec<E> {
+    let mut out = vec![E::default(); hk * cap * width];
+    for h in 0..hk {
+        out[h * cap * width..][..old_cap * width].copy_from_slice(&old[h * old_cap * width..][..old_cap * width]);
+    }
+    out
 }
 
 impl TiledMirror {
     /// An empty mirror; it grows (doubling, whole panels) as positions are stored.
     pub fn new(n_head_kv: usize, dk: usize, dv: usize) -> TiledMirror {
-        TiledMirror { kt: Vec::new(), v: Vec::new(), cap: 0, n_head_kv, dk, dv }
+        TiledMirror { kt: Values::F32(Vec::new()), v: Values::F32(Vec::new()), cap: 0, n_head_kv, dk, dv }
     }
 
     /// Makes room for `positions`, keeping what is held (the layout depends on the capacity).
@@ -40,43 +66,72 @@ impl TiledMirror {
         if positions <= self.cap {
             return;
         }
-        let (hk, dk, dv) = (self.n_head_kv, self.dk, self.dv);
-        let cap = positions.max(2 * self.cap).max(64).div_ceil(KP) * KP;
-        let mut kt = vec![0f32; hk * cap * dk];
-        let mut v = vec![0f32; hk * cap * dv];
-        for h in 0..hk {
-            // per head: the panels (dk x KP each) and the V rows, both at the start of its block
-            kt[h * cap * dk..][..self.cap * dk].copy_from_slice(&self.kt[h * self.cap * dk..][..self.cap * dk]);
-            v[h * cap * dv..][..self.cap * dv].copy_from_slice(&self.v[h * self.cap * dv..][..self.cap * dv]);
-        }
-        (self.kt, self.v, self.cap) = (kt, v, cap);
+        let (hk, dk, dv, old) = (self.n_head_kv, self.dk, self.dv, self.cap);
+        let cap = positions.max(2 * old).max(64).div_ceil(KP) * KP;
+        self.kt = match &self.kt {
+            Values::F16(x) => Values::F16(regrow(x, hk, old, cap, dk)),
+            Values::F32(x) => Values::F32(regrow(x, hk, old, cap, dk)),
+        };
+        self.v = match &self.v {
+            Values::F16(x) => Values::F16(regrow(x, hk, old, cap, dv)),
+            Values::F32(x) => Values::F32(regrow(x, hk, old, cap, dv)),
+        };
+        self.cap = cap;
     }
 
     /// Copies positions `pos0 .. pos0 + n` from the cache bytes (`k`, `v`: all positions, rows
-    /// of `n_head_kv` heads of `kb` / `vb` bytes) into the mirror.
+    /// of `n_head_kv` heads of `kb` / `vb` bytes) into the mirror. The first call fixes the
+    /// stored form from the cache type.
+    #[allow(clippy::too_many_arguments)]
     pub fn update(&mut self, ty: GgmlType, k: &[u8], v: &[u8], kb: usize, vb: usize, pos0: usize, n: usize) {
+        if self.cap == 0 && ty == GgmlType::F16 {
+            (self.kt, self.v) = (Values::F16(Vec::new()), Values::F16(Vec::new()));
+        }
         self.reserve(pos0 + n);
-        let (hk, dk, dv) = (self.n_head_kv, self.dk, self.dv);
-        let mut tmp = vec![0f32; dk];
+        let (hk, dk, dv, cap) = (self.n_head_kv, self.dk, self.dv, self.cap);
+        let mut tmp = vec![0f32; dk.max(dv)];
         for pos in pos0..pos0 + n {
             for h in 0..hk {
                 let src = pos * hk + h;
-                kv::load_row(ty, &k[src * kb..(src + 1) * kb], &mut tmp);
-                let panel = (h * (self.cap / KP) + pos / KP) * dk * KP;
-                for (d, &x) in tmp.iter().enumerate() {
-                    self.kt[panel + d * KP + pos % KP] = x;
+                let (krow, vrow) = (&k[src * kb..(src + 1) * kb], &v[src * vb..(src + 1) * vb]);
+                let panel = (h * (cap / KP) + pos / KP) * dk * KP;
+                let vat = (h * cap + pos) * dv;
+                match (&mut self.kt, &mut self.v) {
+                    (Values::F16(kt), Values::F16(vm)) => {
+                        let bits = |row: &[u8], d: usize| u16::from_le_bytes([row[2 * d], row[2 * d + 1]]);
+                        for d in 0..dk {
+                            kt[panel + d * KP + pos % KP] = bits(krow, d);
+                        }
+                        for d in 0..dv {
+                            vm[vat + d] = bits(vrow, d);
+                        }
+                    }
+                    (Values::F32(kt), Values::F32(vm)) => {
+                        kv::load_row(ty, krow, &mut tmp[..dk]);
+                        for d in 0..dk {
+                            kt[panel + d * KP + pos % KP] = tmp[d];
+                        }
+                        kv::load_row(ty, vrow, &mut vm[vat..vat + dv]);
+                    }
+                    _ => unreachable!("K and V are mirrored in one form"),
                 }
-                let vd = &mut self.v[(h * self.cap + pos) * dv..(h * self.cap + pos + 1) * dv];
-                kv::load_row(ty, &v[src * vb..(src + 1) * vb], vd);
             }
         }
     }
 
     pub fn view(&self) -> MirrorView<'_> {
-        MirrorView { kt: &self.kt, v: &self.v, cap: self.cap }
+        match (&self.kt, &self.v) {
+            (Values::F16(kt), Values::F16(v)) => MirrorView::F16 { kt, v, cap: self.cap },
+            (Values::F32(kt), Values::F32(v)) => MirrorView::F32 { kt, v, cap: self.cap },
+            _ => unreachable!("K and V are mirrored in one form"),
+        }
     }
 
     pub fn bytes(&self) -> usize {
-        (self.kt.len() + self.v.len()) * 4
+        let len = |x: &Values| match x {
+            Values::F16(x) => 2 * x.len(),
+            Values::F32(x) => 4 * x.len(),
+        };
+        len(&self.kt) + len(&self.v)
     }
 }

@@ -48,7 +48,7 @@ pub struct KvView<'a> {
     pub n_head_kv: usize,
     pub head_dim_k: usize,
     pub head_dim_v: usize,
-    /// The f32 copy of the cache in the tiled kernel's layout, when the caller keeps one.
+    /// The copy of the cache in the tiled kernel's layout, when the caller keeps one.
     #[cfg(target_arch = "x86_64")]
     pub mirror: Option<MirrorView<'a>>,
 }
@@ -220,12 +220,28 @@ fn attention_tiled(
     let lo = lo / KP * KP;
     let n_panels = n_keys.div_ceil(KP);
     let np = n_panels * KP;
-    if let Some(m) = kv.mirror.filter(|m| lo + np <= m.cap) {
+    if let Some(m) = kv.mirror.filter(|m| lo + np <= m.cap()) {
         // the caller's copy is already in panel layout: read the panels in place
-        let panels_cap = m.cap / KP;
-        let k_of = |g: usize| &m.kt[(g * panels_cap + lo / KP) * dk * KP..(g * panels_cap + lo / KP + n_panels) * dk * KP];
-        let v_of = |g: usize| &m.v[(g * m.cap + lo) * dv..(g * m.cap + lo + np) * dv];
-        tiled_blocks(pool, s, q, hk, dk, dv, lo, out, &k_of, &v_of);
+        fn heads<'m, E>(kt: &'m [E], v: &'m [E], cap: usize, lo: usize, n_panels: usize, dk: usize, dv: usize) -> (impl Fn(usize) -> &'m [E] + Sync, impl Fn(usize) -> &'m [E] + Sync)
+        where
+            E: Sync,
+        {
+            let (pc, np) = (cap / KP, n_panels * KP);
+            (
+                move |g: usize| &kt[(g * pc + lo / KP) * dk * KP..(g * pc + lo / KP + n_panels) * dk * KP],
+                move |g: usize| &v[(g * cap + lo) * dv..(g * cap + lo + np) * dv],
+            )
+        }
+        match m {
+            MirrorView::F16 { kt, v, cap } => {
+                let (k_of, v_of) = heads(kt, v, cap, lo, n_panels, dk, dv);
+                tiled_blocks(pool, s, q, hk, dk, dv, lo, out, &k_of, &v_of);
+            }
+            MirrorView::F32 { kt, v, cap } => {
+                let (k_of, v_of) = heads(kt, v, cap, lo, n_panels, dk, dv);
+                tiled_blocks(pool, s, q, hk, dk, dv, lo, out, &k_of, &v_of);
+            }
+        }
         return Ok(());
     }
     let mut kt = vec![0f32; hk * np * dk];
@@ -267,7 +283,7 @@ fn attention_tiled(
 /// panels and V rows starting at key `lo`.
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments)]
-fn tiled_blocks<'k>(
+fn tiled_blocks<'k, E: tiled::Lanes + 'k>(
     pool: &ThreadPool,
     s: &AttnShape,
     q: &[f32],
@@ -276,8 +292,8 @@ fn tiled_blocks<'k>(
     dv: usize,
     lo: usize,
     out: &mut [f32],
-    k_of: &(dyn Fn(usize) -> &'k [f32] + Sync),
-    v_of: &(dyn Fn(usize) -> &'k [f32] + Sync),
+    k_of: &(dyn Fn(usize) -> &'k [E] + Sync),
+    v_of: &(dyn Fn(usize) -> &'k [E] + Sync),
 ) {
     use tiled::RM;
     let group = s.n_head / hk;

@@ -14,6 +14,28 @@ pub(crate) const RM: usize = 4;
 /// Keys per panel (one 512-bit vector of f32 scores).
 pub(crate) const KP: usize = 16;
 
+/// How the kernel reads 16 consecutive K-panel or V values: f32 as stored, or f16 bits widened
+/// as they load (exact: the same f32 values a conversion beforehand would give).
+pub(crate) trait Lanes: Copy + Sync {
+    /// # Safety
+    /// `p` must point at 16 readable values; the CPU must have AVX-512F.
+    unsafe fn load16(p: *const Self) -> __m512;
+}
+
+impl Lanes for f32 {
+    #[inline(always)]
+    unsafe fn load16(p: *const f32) -> __m512 {
+        _mm512_loadu_ps(p)
+    }
+}
+
+impl Lanes for u16 {
+    #[inline(always)]
+    unsafe fn load16(p: *const u16) -> __m512 {
+        _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i))
+    }
+}
+
 /// One micro-tile's rows.
 pub(crate) struct Rows<'a> {
     /// Query rows (dk floats each).
@@ -25,8 +47,8 @@ pub(crate) struct Rows<'a> {
     pub n: usize,
 }
 
-/// Runs the micro-tile: `kt` the transposed K panels of this KV head (`dk·16` floats each),
-/// `v` its V rows (`dv` floats each, rows up to a whole number of panels), writes row `r`'s
+/// Runs the micro-tile: `kt` the transposed K panels of this KV head (`dk·16` values each),
+/// `v` its V rows (`dv` values each, rows up to a whole number of panels), writes row `r`'s
 /// output to `out[r]` (dv floats). `acc` is scratch of at least `RM·dv` floats.
 ///
 /// # Safety
@@ -34,10 +56,10 @@ pub(crate) struct Rows<'a> {
 /// `max(last) + 1` keys.
 #[target_feature(enable = "avx512f,avx2,fma")]
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn micro_tile(
+pub(crate) unsafe fn micro_tile<E: Lanes>(
     rows: &Rows,
-    kt: &[f32],
-    v: &[f32],
+    kt: &[E],
+    v: &[E],
     dk: usize,
     dv: usize,
     scale: f32,
@@ -60,7 +82,7 @@ pub(crate) unsafe fn micro_tile(
         // scores
         let mut s = [_mm512_setzero_ps(); RM];
         for d in 0..dk {
-            let kv = _mm512_loadu_ps(kp.add(d * KP));
+            let kv = E::load16(kp.add(d * KP));
             for r in 0..RM {
                 if r < n {
                     s[r] = _mm512_fmadd_ps(_mm512_set1_ps(*rows.q[r].get_unchecked(d)), kv, s[r]);
@@ -119,12 +141,7 @@ pub(crate) unsafe fn micro_tile(
             }
             for j in 0..KP {
                 let vr = vp.add(j * dv + c);
-                let v4 = [
-                    _mm512_loadu_ps(vr),
-                    _mm512_loadu_ps(vr.add(16)),
-                    _mm512_loadu_ps(vr.add(32)),
-                    _mm512_loadu_ps(vr.add(48)),
-                ];
+                let v4 = [E::load16(vr), E::load16(vr.add(16)), E::load16(vr.add(32)), E::load16(vr.add(48))];
                 for r in 0..RM {
                     if r < n {
                         let pj = _mm512_set1_ps(pbuf[r][j]);
@@ -148,7 +165,7 @@ pub(crate) unsafe fn micro_tile(
                 a[r] = _mm512_loadu_ps(acc.as_ptr().add(r * dv + c));
             }
             for j in 0..KP {
-                let vv = _mm512_loadu_ps(vp.add(j * dv + c));
+                let vv = E::load16(vp.add(j * dv + c));
                 for r in 0..RM {
                     if r < n {
                         a[r] = _mm512_fmadd_ps(_mm512_set1_ps(pbuf[r][j]), vv, a[r]);
