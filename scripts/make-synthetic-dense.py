@@ -8,7 +8,7 @@ Every model: 4 layers, n_embd 64, 4 query heads / 2 kv heads of 32 (phi3: 16), F
 vocabulary (data/vocab/ggml-vocab-llama-spm.gguf, fetched by scripts/get-vocabs.sh) cut to its first
 4096 entries (unk, bos, eos, the 256 byte tokens and the highest-priority pieces; SPM tokenizes
 with byte fallback), and the unigram channel of scripts/make-synthetic.py (token_embd column 0
-carries 0.6 (log p_uni + 20), gemma2 0.2 (...), from data/golden/synthetic/unigram-counts.txt restricted to those
+carries 0.6 (log p_uni + 20), gemma2 / granite 0.2 (...), from data/golden/synthetic/unigram-counts.txt restricted to those
 ids; row 0 of every attn_output / ffn_down is zero so it reaches the output norm unchanged).
 Weights are drawn with numpy's default_rng(seed), everything F32; the `-q8_0` copies quantize
 every 2-D tensor to Q8_0 with gguf-py (llama.cpp's reference rounding), 1-D tensors stay F32.
@@ -27,6 +27,8 @@ phi3-tiny      seed 3004: heads of 16 (llama.cpp's phi3 wants n_head x head_dim 
                dims with LongRoPE factors (rope_factors_short used at ctx 128; rope_factors_long
                differ; original context 4096 of 16384) and rope.scaling.attn_factor 1.1;
                attention.sliding_window 32, which llama.cpp ignores for phi3; tied output.
+granite-tiny   seed 3005: llama layers, rope NORM base 10000, embedding_scale 3, residual_scale 0.7,
+               attention.scale 0.3, logit_scale 1.5, the weaker unigram channel of gemma2-tiny, tied output.
 
 Deterministic: same inputs and seeds give byte-identical files (numpy >= 1.17, gguf-py 0.19);
 their SHA-256 are in data/golden/synthetic-dense/SHA256SUMS, checked after writing.
@@ -50,7 +52,7 @@ N_LAYER, N_EMBD, N_HEAD, N_HEAD_KV, HD, N_FF = 4, 64, 4, 2, 32, 128
 
 # name: (arch, seed)
 MODELS = {"smollm3-tiny": ("smollm3", 3001), "mistral3-tiny": ("mistral3", 3002), "gemma2-tiny": ("gemma2", 3003),
-          "phi3-tiny": ("phi3", 3004)}
+          "phi3-tiny": ("phi3", 3004), "granite-tiny": ("granite", 3005)}
 
 
 def head_dim(arch: str) -> int:
@@ -147,13 +149,19 @@ def arch_keys(w: gguf.GGUFWriter, arch: str):
         w.add_uint32(f"{arch}.rope.scaling.original_context_length", 4096)
         w.add_float32(f"{arch}.rope.scaling.attn_factor", 1.1)
         w.add_uint32(f"{arch}.attention.sliding_window", 32)
+    elif arch == "granite":
+        w.add_float32(f"{arch}.rope.freq_base", 10000.0)
+        w.add_float32(f"{arch}.embedding_scale", 3.0)
+        w.add_float32(f"{arch}.residual_scale", 0.7)
+        w.add_float32(f"{arch}.attention.scale", 0.3)
+        w.add_float32(f"{arch}.logit_scale", 1.5)
 
 
 def weights(arch: str, seed: int) -> list[tuple[str, np.ndarray]]:
     d = Draw(seed)
-    # gemma2 adds post-norms (their outputs have unit RMS) to embeddings x 8: a weaker channel
+    # gemma2 adds post-norms (granite scales the embeddings by 3) (their outputs have unit RMS) to embeddings x 8: a weaker channel
     # (as gemma3-tiny in scripts/make-synthetic.py) so the layers still matter
-    emb_std, prior_gain, out_norm0 = (0.2, 0.2, 1.6) if arch == "gemma2" else (0.15, 0.6, 0.5)
+    emb_std, prior_gain, out_norm0 = (0.2, 0.2, 1.6) if arch in ("gemma2", "granite") else (0.15, 0.6, 0.5)
     emb = (d.rng.standard_normal((N_VOCAB, N_EMBD)) * emb_std).astype(np.float32)
     emb[:, 0] = (prior_gain * (unigram_log_prob() + 20.0)).astype(np.float32)
     out_norm = d.norm(N_EMBD)

@@ -35,11 +35,14 @@ impl Engine {
     }
 
     /// Logits of rows `r0..r1` for vocabulary entries `cols` into `out` (`(r1-r0) × cols.len()`),
-    /// soft-capped when the model says.
+    /// divided by the logit scale and soft-capped when the model says.
     fn head_block(&self, rows: &HiddenRows, r0: usize, r1: usize, cols: Range<usize>, out: &mut [f32]) {
         let m = &self.model;
         let e = rows.n_embd;
         self.backend.matmul_cols(&m.output, &rows.data[r0 * e..r1 * e], r1 - r0, cols, out);
+        if let Some(s) = m.logit_scale {
+            self.backend.scale(out, 1.0 / s);
+        }
         if let Some(cap) = m.final_softcap {
             reduce::softcap(self.opts.dialect, out, cap);
         }

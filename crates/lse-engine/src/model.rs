@@ -1,5 +1,6 @@
 //! The parts every model has around its layer stack: token embeddings, the final norm and the
-//! LM head (`output.weight`, tied to `token_embd.weight` when absent), plus final soft-capping.
+//! LM head (`output.weight`, tied to `token_embd.weight` when absent), plus the logit scale and final
+//! soft-capping.
 
 use crate::arch::{load_architecture, Architecture};
 use crate::{EngineError, Matrix, Weights};
@@ -11,6 +12,8 @@ pub struct Model {
     pub output_norm: Vec<f32>,
     pub output: Matrix,
     pub final_softcap: Option<f32>,
+    /// Logits x (1 / this) before soft-capping (granite), from `Architecture::logit_scale`.
+    pub logit_scale: Option<f32>,
     pub n_vocab: usize,
     pub n_embd: usize,
 }
@@ -31,6 +34,7 @@ impl Model {
         let output_norm = w.vector("output_norm.weight", e)?;
         let final_softcap = w.key_f32("final_logit_softcapping").filter(|&c| c > 0.0);
         let arch = load_architecture(&w)?;
-        Ok(Model { w, arch, token_embd, output_norm, output, final_softcap, n_vocab, n_embd: e })
+        let logit_scale = arch.logit_scale();
+        Ok(Model { w, arch, token_embd, output_norm, output, final_softcap, logit_scale, n_vocab, n_embd: e })
     }
 }

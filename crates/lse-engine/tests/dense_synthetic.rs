@@ -1,4 +1,4 @@
-//! The tiny dense models of issue 13 (data/golden/synthetic-dense: smollm3, mistral3, gemma2, phi3;
+//! The tiny dense models of issue 13 (data/golden/synthetic-dense: smollm3, mistral3, gemma2, phi3, granite;
 //! f32 and Q8_0)
 //! against llama.cpp's log-probs and chunk perplexities (ctx 128, 8 chunks, rows 64..126), flash and
 //! dense, KV f16 and f32; and one clear load error per unsupported or inconsistent key.
@@ -146,6 +146,8 @@ fn bad_dense_metadata_is_an_error() {
     use lse_gguf::Value;
     for (name, tag, drop, set, want) in [
         ("mistral3-tiny", "experts", vec![], vec![("mistral3.expert_count", Value::U32(4))], "mistral3.expert_count"),
+        ("granite-tiny", "nologit", vec!["granite.logit_scale"], vec![], "granite.logit_scale"),
+        ("granite-tiny", "experts", vec![], vec![("granite.expert_count", Value::U32(4))], "granite.expert_count"),
         ("gemma2-tiny", "nofinalcap", vec!["gemma2.final_logit_softcapping"], vec![], "gemma2.final_logit_softcapping"),
         ("gemma2-tiny", "attncap", vec![], vec![("gemma2.attn_logit_softcapping", Value::F32(-1.0))], "gemma2.attn_logit_softcapping"),
         (
@@ -166,4 +168,14 @@ fn bad_dense_metadata_is_an_error() {
     assert!(e.new_session(Some(4096)).is_ok());
     let msg = e.new_session(None).err().expect("8192-token phi3 session").to_string();
     assert!(msg.contains("rope_factors_long") && msg.contains("4096"), "{msg}");
+}
+
+#[test]
+fn granite_tiny_matches_llamacpp() {
+    check_model("granite-tiny", "granite", 1e-3, 1e-4, 0.001, 0.99);
+}
+
+#[test]
+fn granite_tiny_q8_0_matches_llamacpp() {
+    check_model("granite-tiny-q8_0", "granite", 0.15, 1e-4, 0.005, 0.98);
 }

@@ -4,6 +4,7 @@
 pub mod gemma2;
 pub mod gemma3;
 pub mod gpt_oss;
+pub mod granite;
 pub mod llama;
 pub mod mistral3;
 pub mod phi3;
@@ -62,6 +63,10 @@ pub struct SeqRows<'a> {
 pub trait Architecture: Send + Sync {
     /// The softmax scale Q·K sees (reported as `prefill_attention_scale`).
     fn attention_scale(&self) -> f32;
+    /// Divisor of the logits (granite's `logit_scale`), applied by the head; None for most models.
+    fn logit_scale(&self) -> Option<f32> {
+        None
+    }
     /// Fresh state for a request of at most `capacity` tokens.
     fn new_session(&self, capacity: usize, kv: KvDtype) -> Result<SessionState, EngineError>;
     /// Runs one ubatch of rows from one or more sessions. `x`: `n` rows of n_embd, the unscaled
@@ -72,7 +77,7 @@ pub trait Architecture: Send + Sync {
 }
 
 /// Architectures this engine runs.
-pub const SUPPORTED: &[&str] = &["llama", "qwen2", "qwen3", "gemma3", "qwen35", "qwen3moe", "qwen35moe", "gpt-oss", "smollm3", "mistral3", "gemma2", "phi3"];
+pub const SUPPORTED: &[&str] = &["llama", "qwen2", "qwen3", "gemma3", "qwen35", "qwen3moe", "qwen35moe", "gpt-oss", "smollm3", "mistral3", "gemma2", "phi3", "granite"];
 
 /// Loads the architecture named by the file's `general.architecture`.
 pub fn load_architecture(w: &Weights) -> Result<Box<dyn Architecture>, EngineError> {
@@ -89,6 +94,7 @@ pub fn load_architecture(w: &Weights) -> Result<Box<dyn Architecture>, EngineErr
         "mistral3" => mistral3::load(w),
         "gemma2" => gemma2::load(w),
         "phi3" => phi3::load(w),
+        "granite" => granite::load(w),
         other => Err(EngineError::UnsupportedArchitecture(other.to_string())),
     }
 }
