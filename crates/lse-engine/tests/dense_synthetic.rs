@@ -179,3 +179,18 @@ fn granite_tiny_matches_llamacpp() {
 fn granite_tiny_q8_0_matches_llamacpp() {
     check_model("granite-tiny-q8_0", "granite", 0.15, 1e-4, 0.005, 0.98);
 }
+
+/// Each model's log-probs are bit-identical whatever the batch / ubatch split (the soft-capped
+/// attention, the per-position temperature and the fused-tensor row ranges included).
+#[test]
+fn dense_archs_are_batch_invariant() {
+    for name in ["smollm3-tiny", "mistral3-tiny", "gemma2-tiny", "phi3-tiny-q8_0", "granite-tiny"] {
+        let windows = synthetic_windows(&golden(name, KvDtype::F16));
+        let whole = score_windows(&Engine::load(&model(name), opts(true, KvDtype::F16)).unwrap(), &windows, CTX / 2);
+        for (batch, ubatch) in [(64, 16), (37, 7)] {
+            let o = EngineOptions { batch_size: batch, ubatch_size: ubatch, ..opts(true, KvDtype::F16) };
+            let s = score_windows(&Engine::load(&model(name), o).unwrap(), &windows, CTX / 2);
+            assert_eq!(max_logp_diff(&whole, &s), 0.0, "{name}: batch {batch} ubatch {ubatch}");
+        }
+    }
+}
