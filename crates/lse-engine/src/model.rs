@@ -32,9 +32,8 @@ impl Model {
             None => token_embd.clone(),
         };
         let output_norm = w.vector("output_norm.weight", e)?;
-        let final_softcap = w.key_f32("final_logit_softcapping").filter(|&c| c > 0.0);
         let arch = load_architecture(&w)?;
-        let logit_scale = arch.logit_scale();
+        let (logit_scale, final_softcap) = (arch.logit_scale(), arch.final_softcap());
         Ok(Model { w, arch, token_embd, output_norm, output, final_softcap, logit_scale, n_vocab, n_embd: e })
     }
 }

@@ -148,7 +148,7 @@ fn bad_dense_metadata_is_an_error() {
         ("mistral3-tiny", "experts", vec![], vec![("mistral3.expert_count", Value::U32(4))], "mistral3.expert_count"),
         ("granite-tiny", "nologit", vec!["granite.logit_scale"], vec![], "granite.logit_scale"),
         ("granite-tiny", "experts", vec![], vec![("granite.expert_count", Value::U32(4))], "granite.expert_count"),
-        ("gemma2-tiny", "nofinalcap", vec!["gemma2.final_logit_softcapping"], vec![], "gemma2.final_logit_softcapping"),
+        ("gemma2-tiny", "finalcap", vec![], vec![("gemma2.final_logit_softcapping", Value::F32(-1.0))], "gemma2.final_logit_softcapping"),
         ("gemma2-tiny", "attncap", vec![], vec![("gemma2.attn_logit_softcapping", Value::F32(-1.0))], "gemma2.attn_logit_softcapping"),
         (
             "smollm3-tiny",
@@ -193,4 +193,16 @@ fn dense_archs_are_batch_invariant() {
             assert_eq!(max_logp_diff(&whole, &s), 0.0, "{name}: batch {batch} ubatch {ubatch}");
         }
     }
+}
+
+/// llama.cpp soft-caps the final logits of gemma2 / gemma3 only: a `final_logit_softcapping` key
+/// on a granite file changes nothing.
+#[test]
+fn final_softcap_key_is_ignored_outside_gemma() {
+    let windows = synthetic_windows(&golden("granite-tiny", KvDtype::F16));
+    let path = rewritten("granite-tiny", "finalcap", &[], &[("granite.final_logit_softcapping", lse_gguf::Value::F32(15.0))]);
+    let with_key = score_windows(&Engine::load(&path, opts(true, KvDtype::F16)).unwrap(), &windows, CTX / 2);
+    let _ = std::fs::remove_file(&path);
+    let plain = score_windows(&Engine::load(&model("granite-tiny"), opts(true, KvDtype::F16)).unwrap(), &windows, CTX / 2);
+    assert_eq!(max_logp_diff(&plain, &with_key), 0.0);
 }

@@ -1,8 +1,7 @@
 //! gemma2: gemma3's layer (embeddings x sqrt(n_embd), RMS norms before and after attention and
 //! MLP, GELU-tanh gated MLP, Q pre-scaled after rope, softmax scale 1) without Q/K norms, plus
 //! attention logit soft-capping (`attn_logit_softcapping`, default 50) and final logit
-//! soft-capping (`final_logit_softcapping`, applied by the model's head; required here since
-//! llama.cpp would silently assume 30). Sliding window (`attention.sliding_window`, default 4096)
+//! soft-capping (`final_logit_softcapping`, default 30 as in llama.cpp; applied by the model's head). Sliding window (`attention.sliding_window`, default 4096)
 //! on layers `il % pattern < pattern - 1` (pattern 2 unless the file says otherwise: the even
 //! layers); local layers rope with `rope.freq_base_swa` (default: the global base) and the same
 //! scaling. Q scale 1/sqrt(head_dim), or 1/sqrt(n_embd / n_head) for the 46-layer (27B) model.
@@ -14,8 +13,9 @@ use crate::{EngineError, Weights};
 
 pub fn load(w: &Weights) -> Result<Box<dyn Architecture>, EngineError> {
     let hp = &w.hp;
-    if w.key_f32("final_logit_softcapping").is_none_or(|c| c <= 0.0) {
-        return Err(EngineError::Metadata("gemma2.final_logit_softcapping is missing or not positive".into()));
+    let final_cap = w.key_f32("final_logit_softcapping").unwrap_or(30.0);
+    if final_cap <= 0.0 {
+        return Err(EngineError::Metadata(format!("gemma2.final_logit_softcapping {final_cap} is not positive")));
     }
     let cap = w.key_f32("attn_logit_softcapping").unwrap_or(50.0);
     if cap <= 0.0 {
@@ -39,5 +39,5 @@ pub fn load(w: &Weights) -> Result<Box<dyn Architecture>, EngineError> {
             Layer::load(w, il, cfg)
         })
         .collect::<Result<_, _>>()?;
-    Ok(Box::new(Gemma3::new(layers, hp.eps, hp.n_embd)))
+    Ok(Box::new(Gemma3::new(layers, hp.eps, hp.n_embd, Some(final_cap))))
 }

@@ -25,6 +25,7 @@ pub struct Gemma3 {
     layers: Vec<Layer>,
     eps: f32,
     embd_scale: f32,
+    final_softcap: Option<f32>,
 }
 
 /// Which layers use the sliding window: an explicit per-layer bool array, or a period
@@ -72,7 +73,9 @@ pub fn load(w: &Weights) -> Result<Box<dyn Architecture>, EngineError> {
         }
         layers.push(Layer::load(w, il, cfg)?);
     }
-    Ok(Box::new(Gemma3::new(layers, hp.eps, e)))
+    // llama.cpp's gemma3: soft-capping only when the file gives a non-zero `final_logit_softcapping`
+    let cap = w.key_f32("final_logit_softcapping").filter(|&c| c != 0.0);
+    Ok(Box::new(Gemma3::new(layers, hp.eps, e, cap)))
 }
 
 impl Layer {
@@ -92,15 +95,20 @@ impl Layer {
 }
 
 impl Gemma3 {
-    /// The stack (also gemma2's): embeddings scaled by sqrtf(n_embd) on entry.
-    pub(crate) fn new(layers: Vec<Layer>, eps: f32, n_embd: usize) -> Gemma3 {
-        Gemma3 { layers, eps, embd_scale: (n_embd as f32).sqrt() }
+    /// The stack (also gemma2's): embeddings scaled by sqrtf(n_embd) on entry; `final_softcap`
+    /// for the head.
+    pub(crate) fn new(layers: Vec<Layer>, eps: f32, n_embd: usize, final_softcap: Option<f32>) -> Gemma3 {
+        Gemma3 { layers, eps, embd_scale: (n_embd as f32).sqrt(), final_softcap }
     }
 }
 
 impl Architecture for Gemma3 {
     fn attention_scale(&self) -> f32 {
         self.layers.first().map_or(1.0, |l| l.attn.cfg.effective_scale())
+    }
+
+    fn final_softcap(&self) -> Option<f32> {
+        self.final_softcap
     }
 
     fn new_session(&self, capacity: usize, kv: KvDtype) -> Result<SessionState, EngineError> {

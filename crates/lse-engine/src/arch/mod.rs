@@ -67,6 +67,11 @@ pub trait Architecture: Send + Sync {
     fn logit_scale(&self) -> Option<f32> {
         None
     }
+    /// Final logit soft-capping `cap * tanh(logit / cap)` (gemma2 / gemma3), applied by the head
+    /// after the logit scale; None for models whose llama.cpp graph has none.
+    fn final_softcap(&self) -> Option<f32> {
+        None
+    }
     /// Fresh state for a request of at most `capacity` tokens.
     fn new_session(&self, capacity: usize, kv: KvDtype) -> Result<SessionState, EngineError>;
     /// Runs one ubatch of rows from one or more sessions. `x`: `n` rows of n_embd, the unscaled
