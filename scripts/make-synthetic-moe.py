@@ -29,23 +29,13 @@ import sys
 import gguf
 import numpy as np
 
+import synthetic_vocab
+
 N_VOCAB = 4096
 
 
 def copy_vocab(w, r, add_bos):
-    f = r.fields
-    toks = [bytes(f["tokenizer.ggml.tokens"].parts[i]).decode("utf-8") for i in f["tokenizer.ggml.tokens"].data[:N_VOCAB]]
-    scores = [float(f["tokenizer.ggml.scores"].parts[i][0]) for i in f["tokenizer.ggml.scores"].data[:N_VOCAB]]
-    types = [int(f["tokenizer.ggml.token_type"].parts[i][0]) for i in f["tokenizer.ggml.token_type"].data[:N_VOCAB]]
-    w.add_tokenizer_model("llama")
-    w.add_tokenizer_pre("default")
-    w.add_token_list(toks)
-    w.add_token_scores(scores)
-    w.add_token_types(types)
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_unk_token_id(0)
-    w.add_add_bos_token(add_bos)
+    synthetic_vocab.copy_vocab(w, r, N_VOCAB, add_bos)
 
 
 def tensors(r):

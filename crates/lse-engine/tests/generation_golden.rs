@@ -5,7 +5,10 @@
 //! is under 0.05 nats (past a near-tie either choice is right). All cases of a model run
 //! together, one batched forward per step.
 
-use lse_engine::{Engine, EngineOptions, GenerateRequest, Prompt, SamplingParams, Sequence};
+mod common;
+
+use common::golden_greedy_request;
+use lse_engine::{Engine, EngineOptions, GenerateRequest, Prompt, Sequence};
 use serde_json::Value;
 use std::path::PathBuf;
 
@@ -29,18 +32,7 @@ fn run(stem: &str, model: PathBuf) -> Vec<Case> {
     let cases = g["cases"].as_array().unwrap();
     let reqs: Vec<GenerateRequest> = cases
         .iter()
-        .map(|c| GenerateRequest {
-            prompt: Prompt::Tokens(u32s(&c["prompt_ids"])),
-            max_tokens: c["n_predict"].as_i64().unwrap(),
-            sampling: SamplingParams {
-                temperature: 0.0,
-                repeat_penalty: c["repeat_penalty"].as_f64().unwrap() as f32,
-                repeat_last_n: c["repeat_last_n"].as_i64().unwrap(),
-                ..Default::default()
-            },
-            top_logprobs: 20,
-            ..Default::default()
-        })
+        .map(|c| golden_greedy_request(c, Prompt::Tokens(u32s(&c["prompt_ids"])), 20))
         .collect();
     let mut seqs: Vec<Sequence> = reqs.iter().map(|r| e.start_sequence(r).unwrap()).collect();
     while seqs.iter().any(|s| !s.is_done()) {

@@ -12,7 +12,10 @@
 //! So the decode-step bounds are per model: 0.025, 0.01 and 0.75 (gpt-oss-tiny's large scores:
 //! YaRN's x1.35 on q and k, gain-2 projections).
 
-use lse_engine::{Engine, EngineOptions, GenerateRequest, Prompt, SamplingParams, Sequence};
+mod common;
+
+use common::golden_greedy_request;
+use lse_engine::{Engine, EngineOptions, GenerateRequest, Prompt, Sequence};
 use serde_json::Value;
 
 fn u32s(v: &Value) -> Vec<u32> {
@@ -28,18 +31,7 @@ fn check(stem: &str, arch: &str, decode_bound: f64) {
     let cases = g["cases"].as_array().unwrap();
     let reqs: Vec<GenerateRequest> = cases
         .iter()
-        .map(|c| GenerateRequest {
-            prompt: Prompt::Text(c["prompt"].as_str().unwrap().to_string()),
-            max_tokens: c["n_predict"].as_i64().unwrap(),
-            sampling: SamplingParams {
-                temperature: 0.0,
-                repeat_penalty: c["repeat_penalty"].as_f64().unwrap() as f32,
-                repeat_last_n: c["repeat_last_n"].as_i64().unwrap(),
-                ..Default::default()
-            },
-            top_logprobs: 2,
-            ..Default::default()
-        })
+        .map(|c| golden_greedy_request(c, Prompt::Text(c["prompt"].as_str().unwrap().to_string()), 2))
         .collect();
     let mut seqs: Vec<Sequence> = reqs.iter().map(|r| e.start_sequence(r).unwrap()).collect();
     for (c, s) in cases.iter().zip(&seqs) {

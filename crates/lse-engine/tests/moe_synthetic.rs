@@ -5,83 +5,31 @@
 mod common;
 
 use common::*;
-use lse_engine::{Dialect, Engine, EngineOptions, KvDtype};
+use lse_engine::{Engine, EngineOptions, KvDtype};
 use serde_json::Value;
 use std::path::PathBuf;
 
-const CTX: usize = 128;
-
-fn dir() -> PathBuf {
-    lse_testdata::repo_root().join("data/golden/synthetic-moe")
-}
+const CTX: usize = TINY_CTX;
+const FOLDER: &str = "synthetic-moe";
 
 fn opts(flash: bool, kv: KvDtype, batch: usize, ubatch: usize) -> EngineOptions {
-    EngineOptions {
-        threads: 2,
-        batch_size: batch,
-        ubatch_size: ubatch,
-        kv_dtype: kv,
-        kv_len: Some(CTX),
-        flash_attention: flash,
-        dialect: Dialect::Simd,
-        cpu_fallback_allowed: true,
-        simd: None,
-    }
+    tiny_opts(flash, kv, batch, ubatch)
 }
 
-/// llama.cpp's run with the same KV dtype: `-fa on -ctk f16` or `-fa off -ctk f32`.
 fn golden(name: &str, kv: KvDtype) -> Value {
-    let tag = if kv == KvDtype::F16 { "fa-kvf16" } else { "dense-kvf32" };
-    read_json(&dir().join(format!("{name}.{tag}.json")))
+    tiny_golden(FOLDER, name, kv)
+}
+
+fn model(name: &str) -> PathBuf {
+    lse_testdata::golden(&format!("{FOLDER}/{name}.gguf"))
 }
 
 fn load(name: &str, o: EngineOptions) -> Engine {
-    Engine::load(&dir().join(format!("{name}.gguf")), o).unwrap_or_else(|e| panic!("{name}: {e}"))
+    Engine::load(&model(name), o).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
-/// (max |ΔNLL| over rows whose target is above llama.cpp's clamp, worst relative chunk-PPL diff).
-fn nll_and_ppl(gold: &Value, s: &Scores) -> (f64, f64) {
-    let rows = gold["windows"].as_array().unwrap().iter().flat_map(|w| w["tokens"].as_array().unwrap().iter());
-    let d: Vec<f64> =
-        rows.zip(&s.nll).filter(|(g, _)| g.get("nll_clamped").is_none()).map(|(g, ours)| (g["nll"].as_f64().unwrap() - ours).abs()).collect();
-    let over = |t: f64| d.iter().filter(|&&x| x > t).count();
-    eprintln!("rows {}: |dNLL| > 1e-3: {}, > 1e-2: {}", d.len(), over(1e-3), over(1e-2));
-    let dnll = d.iter().copied().fold(0.0, f64::max);
-    let gold_ppl: Vec<f64> = gold["chunk_ppl"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
-    let ppl = s.running_ppl(CTX - CTX / 2 - 1);
-    assert_eq!(ppl.len(), gold_ppl.len());
-    (dnll, ppl.iter().zip(&gold_ppl).map(|(a, b)| (a / b - 1.0).abs()).fold(0.0, f64::max))
-}
-
-/// Every configuration of one model against llama.cpp: max |ΔNLL| <= `nll_tol`, mean KLD <=
-/// `kld_tol`, chunk PPL within `ppl_tol`, same top-1 on >= `top1_min` of the rows.
 fn check_model(name: &str, arch: &str, nll_tol: f64, kld_tol: f64, ppl_tol: f64, top1_min: f64) {
-    for kv in [KvDtype::F16, KvDtype::F32] {
-        let gold = golden(name, kv);
-        let windows = synthetic_windows(&gold);
-        let mut nlls: Vec<Vec<f64>> = Vec::new();
-        for flash in [true, false] {
-            let engine = load(name, opts(flash, kv, CTX, CTX));
-            assert_eq!(engine.architecture(), arch);
-            let s = score_windows(&engine, &windows, CTX / 2);
-            let (dnll, dppl) = nll_and_ppl(&gold, &s);
-            let tag = format!("{name} flash={flash} kv={}", kv.name());
-            eprintln!(
-                "{tag}: max |dNLL| {dnll:.2e}, mean KLD {:.2e} (max {:.2e}), top-1 {:.2}%, worst chunk PPL diff {:.4}%",
-                s.mean_kld(),
-                s.max_kld(),
-                100.0 * s.top1(),
-                100.0 * dppl
-            );
-            assert!(dnll <= nll_tol, "{tag}: max |dNLL| {dnll:.3e} > {nll_tol:e}");
-            assert!(s.mean_kld() <= kld_tol, "{tag}: mean KLD {:.3e} > {kld_tol:e}", s.mean_kld());
-            assert!(dppl <= ppl_tol, "{tag}: chunk PPL off by {:.3}%", 100.0 * dppl);
-            assert!(s.top1() >= top1_min, "{tag}: same top-1 {:.2}%", 100.0 * s.top1());
-            nlls.push(s.nll);
-        }
-        let own = nlls[0].iter().zip(&nlls[1]).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
-        eprintln!("{name} kv={}: this engine's own flash vs dense max |dNLL| {own:.2e}", kv.name());
-    }
+    check_tiny_model(FOLDER, name, arch, nll_tol, kld_tol, ppl_tol, top1_min)
 }
 
 #[test]
@@ -141,27 +89,6 @@ fn moe_routing_is_batch_invariant() {
     }
 }
 
-/// A copy of a tiny MoE model with metadata keys dropped or replaced, written to a temp file.
-fn rewritten(name: &str, tag: &str, drop: &[&str], set: &[(&str, lse_gguf::Value)]) -> PathBuf {
-    let src = lse_gguf::GgufFile::open(&dir().join(format!("{name}.gguf"))).expect("open model");
-    let mut wr = lse_gguf::GgufWriter::new();
-    wr.set_alignment(src.alignment() as u32);
-    for (k, v) in src.metadata() {
-        if !drop.contains(&k.as_str()) && !set.iter().any(|(s, _)| s == k) {
-            wr.add_kv(k.clone(), v.clone());
-        }
-    }
-    for (k, v) in set {
-        wr.add_kv(*k, v.clone());
-    }
-    for t in src.tensors() {
-        wr.add_tensor(t.name.clone(), &t.dims, t.ggml_type, src.tensor_data(t).to_vec());
-    }
-    let path = std::env::temp_dir().join(format!("lse-moe-{tag}-{}.gguf", std::process::id()));
-    wr.write(&path).expect("write rewritten gguf");
-    path
-}
-
 /// Missing or inconsistent expert metadata is one load error naming the key or tensor.
 #[test]
 fn bad_expert_metadata_is_an_error() {
@@ -173,7 +100,7 @@ fn bad_expert_metadata_is_an_error() {
         ("gpt-oss-tiny", "noswa", vec!["gpt-oss.attention.sliding_window"], vec![], "sliding_window"),
         ("gpt-oss-tiny", "logmul", vec![], vec![("gpt-oss.rope.scaling.yarn_log_multiplier", Value::F32(0.1))], "yarn_log_multiplier"),
     ] {
-        let path = rewritten(name, tag, &drop, &set);
+        let path = rewritten(&model(name), &format!("moe-{tag}"), &drop, &set);
         let err = Engine::load(&path, opts(true, KvDtype::F16, CTX, CTX)).err().unwrap_or_else(|| panic!("{tag}: loaded"));
         let _ = std::fs::remove_file(&path);
         let msg = err.to_string();

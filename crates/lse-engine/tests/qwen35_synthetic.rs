@@ -71,32 +71,11 @@ fn qwen35_tiny_state_carries_across_passes() {
     }
 }
 
-/// A copy of qwen35-tiny with metadata keys dropped or replaced, written to a temp file.
-fn rewritten(tag: &str, drop: &[&str], set: &[(&str, lse_gguf::Value)]) -> std::path::PathBuf {
-    let src = lse_gguf::GgufFile::open(&lse_testdata::golden(&format!("synthetic/{NAME}.gguf"))).expect("open qwen35-tiny");
-    let mut wr = lse_gguf::GgufWriter::new();
-    wr.set_alignment(src.alignment() as u32);
-    for (k, v) in src.metadata() {
-        if !drop.contains(&k.as_str()) && !set.iter().any(|(s, _)| s == k) {
-            wr.add_kv(k.clone(), v.clone());
-        }
-    }
-    for (k, v) in set {
-        wr.add_kv(*k, v.clone());
-    }
-    for t in src.tensors() {
-        wr.add_tensor(t.name.clone(), &t.dims, t.ggml_type, src.tensor_data(t).to_vec());
-    }
-    let path = std::env::temp_dir().join(format!("lse-qwen35-{tag}-{}.gguf", std::process::id()));
-    wr.write(&path).expect("write rewritten gguf");
-    path
-}
-
 /// Without `attention.recurrent_layers` the layer kinds come from llama.cpp's rule
 /// (`(il + 1) % full_attention_interval != 0`), which gives the same stack here.
 #[test]
 fn qwen35_tiny_recurrent_layers_from_interval() {
-    let path = rewritten("interval", &["qwen35.attention.recurrent_layers"], &[]);
+    let path = rewritten(&lse_testdata::golden(&format!("synthetic/{NAME}.gguf")), "qwen35-interval", &["qwen35.attention.recurrent_layers"], &[]);
     let o = opts(true, KvDtype::F16, CTX, CTX, 2);
     let engine = Engine::load(&path, o.clone()).unwrap_or_else(|e| panic!("{e}"));
     let gold = read_json(&lse_testdata::golden(&format!("synthetic/{NAME}.top32.json")));
@@ -110,7 +89,7 @@ fn qwen35_tiny_recurrent_layers_from_interval() {
     assert_eq!(max_logp_diff(&base, &s), 0.0);
 
     // an interval that makes layer 3 recurrent asks for GDN tensors the file does not have
-    let path = rewritten("interval5", &["qwen35.attention.recurrent_layers"], &[("qwen35.full_attention_interval", lse_gguf::Value::U32(5))]);
+    let path = rewritten(&lse_testdata::golden(&format!("synthetic/{NAME}.gguf")), "qwen35-interval5", &["qwen35.attention.recurrent_layers"], &[("qwen35.full_attention_interval", lse_gguf::Value::U32(5))]);
     let err = Engine::load(&path, opts(true, KvDtype::F16, CTX, CTX, 1)).err().expect("layer 3 has no GDN tensors");
     let _ = std::fs::remove_file(&path);
     assert!(err.to_string().contains("blk.3.attn_qkv.weight"), "{err}");
@@ -119,12 +98,12 @@ fn qwen35_tiny_recurrent_layers_from_interval() {
 /// Missing or inconsistent GDN geometry is a load error naming the key, never a panic.
 #[test]
 fn qwen35_bad_ssm_metadata_is_an_error() {
-    let path = rewritten("nokernel", &["qwen35.ssm.conv_kernel"], &[]);
+    let path = rewritten(&lse_testdata::golden(&format!("synthetic/{NAME}.gguf")), "qwen35-nokernel", &["qwen35.ssm.conv_kernel"], &[]);
     let err = Engine::load(&path, opts(true, KvDtype::F16, CTX, CTX, 1)).err().expect("missing ssm.conv_kernel");
     let _ = std::fs::remove_file(&path);
     assert!(err.to_string().contains("ssm.conv_kernel"), "{err}");
 
-    let path = rewritten("badgroups", &[], &[("qwen35.ssm.group_count", lse_gguf::Value::U32(3))]);
+    let path = rewritten(&lse_testdata::golden(&format!("synthetic/{NAME}.gguf")), "qwen35-badgroups", &[], &[("qwen35.ssm.group_count", lse_gguf::Value::U32(3))]);
     let err = Engine::load(&path, opts(true, KvDtype::F16, CTX, CTX, 1)).err().expect("4 value heads over 3 key heads");
     let _ = std::fs::remove_file(&path);
     assert!(err.to_string().contains("key heads"), "{err}");

@@ -156,3 +156,120 @@ pub fn score_windows(engine: &Engine, windows: &[GoldWindow], first_pos: usize) 
 pub fn max_logp_diff(a: &Scores, b: &Scores) -> f64 {
     a.logp.iter().zip(&b.logp).flat_map(|(x, y)| x.iter().zip(y).map(|(p, q)| (p - q).abs())).fold(0.0, f64::max)
 }
+
+/// A copy of the model at `src` with metadata keys dropped or replaced, written to a temp file
+/// named after `tag` (for load-error tests).
+#[allow(dead_code)]
+pub fn rewritten(src: &Path, tag: &str, drop: &[&str], set: &[(&str, lse_gguf::Value)]) -> std::path::PathBuf {
+    let src = lse_gguf::GgufFile::open(src).expect("open model");
+    let mut wr = lse_gguf::GgufWriter::new();
+    wr.set_alignment(src.alignment() as u32);
+    for (k, v) in src.metadata() {
+        if !drop.contains(&k.as_str()) && !set.iter().any(|(s, _)| s == k) {
+            wr.add_kv(k.clone(), v.clone());
+        }
+    }
+    for (k, v) in set {
+        wr.add_kv(*k, v.clone());
+    }
+    for t in src.tensors() {
+        wr.add_tensor(t.name.clone(), &t.dims, t.ggml_type, src.tensor_data(t).to_vec());
+    }
+    let path = std::env::temp_dir().join(format!("lse-{tag}-{}.gguf", std::process::id()));
+    wr.write(&path).expect("write rewritten gguf");
+    path
+}
+
+/// Window length of the tiny-model goldens under data/golden/synthetic-{moe,dense} (8 chunks,
+/// rows 64..126 scored).
+#[allow(dead_code)]
+pub const TINY_CTX: usize = 128;
+
+/// llama.cpp's run of a tiny model under `data/golden/{folder}` with the same KV dtype:
+/// `-fa on -ctk f16` or `-fa off -ctk f32`.
+#[allow(dead_code)]
+pub fn tiny_golden(folder: &str, name: &str, kv: lse_engine::KvDtype) -> Value {
+    let tag = if kv == lse_engine::KvDtype::F16 { "fa-kvf16" } else { "dense-kvf32" };
+    read_json(&lse_testdata::golden(&format!("{folder}/{name}.{tag}.json")))
+}
+
+/// (max |ΔNLL| over rows whose target is above llama.cpp's clamp, worst relative chunk-PPL diff).
+#[allow(dead_code)]
+pub fn tiny_nll_and_ppl(gold: &Value, s: &Scores) -> (f64, f64) {
+    let rows = gold["windows"].as_array().unwrap().iter().flat_map(|w| w["tokens"].as_array().unwrap().iter());
+    let d: Vec<f64> =
+        rows.zip(&s.nll).filter(|(g, _)| g.get("nll_clamped").is_none()).map(|(g, ours)| (g["nll"].as_f64().unwrap() - ours).abs()).collect();
+    let over = |t: f64| d.iter().filter(|&&x| x > t).count();
+    eprintln!("rows {}: |dNLL| > 1e-3: {}, > 1e-2: {}", d.len(), over(1e-3), over(1e-2));
+    let dnll = d.iter().copied().fold(0.0, f64::max);
+    let gold_ppl: Vec<f64> = gold["chunk_ppl"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+    let ppl = s.running_ppl(TINY_CTX - TINY_CTX / 2 - 1);
+    assert_eq!(ppl.len(), gold_ppl.len());
+    (dnll, ppl.iter().zip(&gold_ppl).map(|(a, b)| (a / b - 1.0).abs()).fold(0.0, f64::max))
+}
+
+/// Engine options of the tiny-model checks: one window per pass unless `batch`/`ubatch` say.
+#[allow(dead_code)]
+pub fn tiny_opts(flash: bool, kv: lse_engine::KvDtype, batch: usize, ubatch: usize) -> lse_engine::EngineOptions {
+    lse_engine::EngineOptions {
+        threads: 2,
+        batch_size: batch,
+        ubatch_size: ubatch,
+        kv_dtype: kv,
+        kv_len: Some(TINY_CTX),
+        flash_attention: flash,
+        dialect: lse_engine::Dialect::Simd,
+        ..lse_engine::EngineOptions::default()
+    }
+}
+
+/// Every configuration (flash and dense, KV f16 and f32) of the tiny model `data/golden/{folder}/{name}.gguf`
+/// against llama.cpp: max |ΔNLL| <= `nll_tol`, mean KLD <= `kld_tol`, chunk PPL within `ppl_tol`, same
+/// top-1 on >= `top1_min` of the rows; prints this engine's own flash-vs-dense distance beside it.
+#[allow(dead_code)]
+pub fn check_tiny_model(folder: &str, name: &str, arch: &str, nll_tol: f64, kld_tol: f64, ppl_tol: f64, top1_min: f64) {
+    let path = lse_testdata::golden(&format!("{folder}/{name}.gguf"));
+    for kv in [lse_engine::KvDtype::F16, lse_engine::KvDtype::F32] {
+        let gold = tiny_golden(folder, name, kv);
+        let windows = synthetic_windows(&gold);
+        let mut nlls: Vec<Vec<f64>> = Vec::new();
+        for flash in [true, false] {
+            let engine = Engine::load(&path, tiny_opts(flash, kv, TINY_CTX, TINY_CTX)).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(engine.architecture(), arch);
+            let s = score_windows(&engine, &windows, TINY_CTX / 2);
+            let (dnll, dppl) = tiny_nll_and_ppl(&gold, &s);
+            let tag = format!("{name} flash={flash} kv={}", kv.name());
+            eprintln!(
+                "{tag}: max |dNLL| {dnll:.2e}, mean KLD {:.2e} (max {:.2e}), top-1 {:.2}%, worst chunk PPL diff {:.4}%",
+                s.mean_kld(),
+                s.max_kld(),
+                100.0 * s.top1(),
+                100.0 * dppl
+            );
+            assert!(dnll <= nll_tol, "{tag}: max |dNLL| {dnll:.3e} > {nll_tol:e}");
+            assert!(s.mean_kld() <= kld_tol, "{tag}: mean KLD {:.3e} > {kld_tol:e}", s.mean_kld());
+            assert!(dppl <= ppl_tol, "{tag}: chunk PPL off by {:.3}%", 100.0 * dppl);
+            assert!(s.top1() >= top1_min, "{tag}: same top-1 {:.2}%", 100.0 * s.top1());
+            nlls.push(s.nll);
+        }
+        let own = nlls[0].iter().zip(&nlls[1]).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+        eprintln!("{name} kv={}: this engine's own flash vs dense max |dNLL| {own:.2e}", kv.name());
+    }
+}
+
+/// The greedy request of one llama-server golden case (`n_predict`, `repeat_penalty`, `repeat_last_n`).
+#[allow(dead_code)]
+pub fn golden_greedy_request(c: &Value, prompt: lse_engine::Prompt, top_logprobs: usize) -> lse_engine::GenerateRequest {
+    lse_engine::GenerateRequest {
+        prompt,
+        max_tokens: c["n_predict"].as_i64().unwrap(),
+        sampling: lse_engine::SamplingParams {
+            temperature: 0.0,
+            repeat_penalty: c["repeat_penalty"].as_f64().unwrap() as f32,
+            repeat_last_n: c["repeat_last_n"].as_i64().unwrap(),
+            ..Default::default()
+        },
+        top_logprobs,
+        ..Default::default()
+    }
+}
