@@ -24,7 +24,7 @@ pub fn load(w: &Weights) -> Result<Box<dyn Architecture>, EngineError> {
     });
     let temp = match w.key_f32("attention.temperature_scale").filter(|&s| s != 0.0) {
         Some(_) if n_orig == 0 => return Err(meta("mistral3.attention.temperature_scale needs rope.scaling.original_context_length or context_length".into())),
-        Some(scale) => Some(AttnTemp { scale, floor_scale: n_orig }),
+        Some(scale) => Some(AttnTemp { scale, floor_scale: n_orig as f32 }),
         None => None,
     };
     let layers = (0..hp.n_layer)

@@ -52,12 +52,15 @@ pub struct AttnConfig {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AttnTemp {
     pub scale: f32,
-    pub floor_scale: usize,
+    /// As f32, the type the formula divides in: an integer here made LLVM convert it (a branch on
+    /// its sign bit) before checking that the temperature is set, which valgrind reports as a
+    /// jump on uninitialised memory when it is not.
+    pub floor_scale: f32,
 }
 
 impl AttnTemp {
     pub fn factor(&self, pos: usize) -> f32 {
-        let f = (pos as f32 / self.floor_scale as f32).floor() as f64;
+        let f = (pos as f32 / self.floor_scale).floor() as f64;
         ((f + 1.0).ln() * self.scale as f64 + 1.0) as f32
     }
 }
