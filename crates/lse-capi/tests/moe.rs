@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::ptr::null_mut;
 
 fn dir() -> PathBuf {
-    lse_testdata::repo_root().join("data/golden/synthetic-moe")
+    lse_testdata::golden("synthetic-moe")
 }
 
 fn json(path: PathBuf) -> Value {

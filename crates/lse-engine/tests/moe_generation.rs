@@ -23,7 +23,7 @@ fn u32s(v: &Value) -> Vec<u32> {
 }
 
 fn check(stem: &str, arch: &str, decode_bound: f64) {
-    let dir = lse_testdata::repo_root().join("data/golden/synthetic-moe");
+    let dir = lse_testdata::golden("synthetic-moe");
     let p = dir.join(format!("generation/{stem}.json"));
     let g: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))).unwrap();
     let e = Engine::load(&dir.join(format!("{stem}.gguf")), EngineOptions { threads: 2, ..Default::default() }).unwrap();

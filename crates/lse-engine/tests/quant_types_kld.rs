@@ -42,7 +42,7 @@ const TYPES: &[(&str, &str)] = &[
 ];
 
 fn dir() -> PathBuf {
-    lse_testdata::repo_root().join("data/golden/synthetic-quant")
+    lse_testdata::golden("synthetic-quant")
 }
 
 #[allow(clippy::needless_update)] // `simd` and later fields come from the default

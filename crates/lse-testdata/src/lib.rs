@@ -21,7 +21,8 @@ pub fn repo_root() -> PathBuf {
 }
 
 /// The folders whose `SHA256SUMS` list files that are made, not committed.
-const MADE: &[&str] = &["data/vocab", "data/vocab-extra", "data/golden/synthetic", "data/golden/synthetic-dense"];
+const MADE: &[&str] =
+    &["data/vocab", "data/vocab-extra", "data/golden/synthetic", "data/golden/synthetic-dense", "data/golden/synthetic-moe", "data/golden/synthetic-quant"];
 
 /// Files listed in a `SHA256SUMS` that are not there yet.
 fn missing_made_files(root: &Path) -> Vec<PathBuf> {
