@@ -84,13 +84,22 @@ impl Matrix {
         const WINDOW: usize = 64 << 10;
         let (bytes, rb) = (self.bytes(), self.row_bytes());
         let base = bytes.as_ptr() as usize;
-        for &id in ids {
-            let (start, end) = (id as usize * rb, (id as usize + 1) * rb);
-            if end > bytes.len() {
-                continue;
+        // the windows of all rows, merged, so a pass of thousands of tokens costs a few calls
+        let mut spans: Vec<(usize, usize)> = ids
+            .iter()
+            .map(|&id| (id as usize * rb, (id as usize + 1) * rb))
+            .filter(|&(_, end)| end <= bytes.len())
+            .map(|(start, end)| (((base + start) / WINDOW * WINDOW).max(base) - base, ((base + end).div_ceil(WINDOW) * WINDOW - base).min(bytes.len())))
+            .collect();
+        spans.sort_unstable();
+        let mut merged: Vec<(usize, usize)> = Vec::with_capacity(spans.len());
+        for (lo, hi) in spans {
+            match merged.last_mut() {
+                Some(last) if lo <= last.1 => last.1 = last.1.max(hi),
+                _ => merged.push((lo, hi)),
             }
-            let lo = ((base + start) / WINDOW * WINDOW).max(base) - base;
-            let hi = ((base + end).div_ceil(WINDOW) * WINDOW - base).min(bytes.len());
+        }
+        for (lo, hi) in merged {
             self.file.release_pages(&bytes[lo..hi]);
         }
     }

@@ -4,7 +4,7 @@
 //! `logit_scale` (required; applied by the model's head through `Architecture::logit_scale`).
 //! `rope.scaling.finetuned` false turns rope off on every layer, as in llama.cpp.
 
-use super::{standard_attn, Architecture, SeqRows, SessionState};
+use super::{refuse_ffn_biases, standard_attn, Architecture, SeqRows, SessionState};
 use crate::blocks::prenorm::PreNormLayer;
 use crate::ops::act::Act;
 use crate::ops::rope::RopeKind;
@@ -38,12 +38,7 @@ pub fn load(w: &Weights) -> Result<Box<dyn Architecture>, EngineError> {
     let attn_scale = w.key_f32("attention.scale").filter(|&s| s != 0.0);
     let layers = (0..hp.n_layer)
         .map(|il| {
-            for t in ["gate", "up", "down"] {
-                let name = format!("blk.{il}.ffn_{t}.bias");
-                if w.has(&name) {
-                    return Err(meta(format!("tensor {name}: feed-forward biases are not supported")));
-                }
-            }
+            refuse_ffn_biases(w, il)?;
             let mut cfg = standard_attn(w, il, RopeKind::Norm)?;
             if !rope {
                 cfg.rope.n_rot = 0;

@@ -3,7 +3,7 @@
 //! attention temperature: with `attention.temperature_scale` s, Q at position p (after rope) is
 //! multiplied by `ln(floor(p / n_orig) + 1) * s + 1`, n_orig the YaRN original context length.
 
-use super::{standard_attn, Architecture};
+use super::{refuse_ffn_biases, standard_attn, Architecture};
 use crate::blocks::attention::AttnTemp;
 use crate::blocks::prenorm::{PreNormLayer, PreNormStack};
 use crate::ops::act::Act;
@@ -29,12 +29,7 @@ pub fn load(w: &Weights) -> Result<Box<dyn Architecture>, EngineError> {
     };
     let layers = (0..hp.n_layer)
         .map(|il| {
-            for t in ["gate", "up", "down"] {
-                let name = format!("blk.{il}.ffn_{t}.bias");
-                if w.has(&name) {
-                    return Err(meta(format!("tensor {name}: feed-forward biases are not supported")));
-                }
-            }
+            refuse_ffn_biases(w, il)?;
             let mut cfg = standard_attn(w, il, RopeKind::Norm)?;
             cfg.rope.yarn = yarn;
             cfg.temp = temp;

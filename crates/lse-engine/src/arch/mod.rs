@@ -104,6 +104,17 @@ pub fn load_architecture(w: &Weights) -> Result<Box<dyn Architecture>, EngineErr
     }
 }
 
+/// Refuses feed-forward bias tensors in layer `il` (architectures whose MLP has none in this engine).
+pub fn refuse_ffn_biases(w: &Weights, il: usize) -> Result<(), EngineError> {
+    for t in ["gate", "up", "down"] {
+        let name = format!("blk.{il}.ffn_{t}.bias");
+        if w.has(&name) {
+            return Err(EngineError::Metadata(format!("tensor {name}: feed-forward biases are not supported")));
+        }
+    }
+    Ok(())
+}
+
 /// The attention config most models use for layer `il`: heads and sizes from the common keys,
 /// rope over `n_rot` dims with the file's base and linear scaling (+ `rope_freqs.weight` when
 /// present), scale 1/sqrt(head_dim_k), full causal attention.
