@@ -6,6 +6,7 @@ Runs A B A B ... (interleaved, --runs each), measures each process's wall time a
 model load included for both) and the LSE/llama.cpp ratios as a Markdown table.
 
   bench/bench.py [--models smollm2 gemma3 qwen25coder] [--chunks 8] [--threads 2] [--runs 3]
+                 [--simd avx512|avx2|scalar]   (LSE's kernel level; default: the CPU's best)
                  [--llama-perplexity PATH]   (default: $LLAMA_PERPLEXITY; llama.cpp is skipped when absent)
 """
 import argparse, json, os, platform, re, statistics, subprocess, sys, tempfile
@@ -49,6 +50,7 @@ def main():
     ap.add_argument("--chunks", type=int, default=8)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--simd", default="")
     ap.add_argument("--llama-perplexity", default=os.environ.get("LLAMA_PERPLEXITY", ""))
     a = ap.parse_args()
 
@@ -63,7 +65,7 @@ def main():
     for name in a.models:
         model = os.path.join(ROOT, "models", MODELS[name])
         lse_cmd = [lse, "--model", model, "--threads", str(a.threads), "--perplexity", text,
-                   "--perplexity-chunks", str(a.chunks), "--quiet"]
+                   "--perplexity-chunks", str(a.chunks), "--quiet"] + (["--simd", a.simd] if a.simd else [])
         ll_cmd = [a.llama_perplexity, "-m", model, "-f", text, "-c", str(CTX), "--chunks", str(a.chunks),
                   "-t", str(a.threads)]
         res = {"lse": [], "llama": []}
@@ -80,7 +82,8 @@ def main():
         med = {k: (statistics.median(x[0] for x in v), max(x[1] for x in v)) for k, v in res.items() if v}
         rows.append((name, med, ppl))
 
-    print(f"machine: {cpu_name()}, {os.cpu_count()} cores; threads {a.threads}; wiki.test.raw, "
+    print(f"machine: {cpu_name()}, {os.cpu_count()} cores; threads {a.threads}; LSE kernels "
+          f"{a.simd or 'best'}; wiki.test.raw, "
           f"ctx {CTX}, {a.chunks} chunks ({tokens} prefill tokens); median of {a.runs} runs, interleaved\n")
     print("| model | LSE wall s | LSE tok/s | LSE peak RSS MiB | LSE PPL | llama.cpp wall s | llama.cpp tok/s "
           "| llama.cpp peak RSS MiB | llama.cpp PPL | wall ratio | RSS ratio |")

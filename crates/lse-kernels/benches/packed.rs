@@ -1,16 +1,27 @@
 //! Packed (register-tiled) matmul against the row kernels, one thread, GFLOP/s:
-//! `cargo bench -p lse-kernels --bench packed`.
+//! `cargo bench -p lse-kernels --bench packed` (`LSE_BENCH_SIMD=avx2` caps the kernels to AVX2).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+#[path = "common/roofline.rs"]
+mod roofline;
 
 use common::*;
 use lse_kernels::{matmul, matmul_packed, packable, Dialect, GgmlType, PackedMatrix, ThreadPool};
 
 fn main() {
+    if let Ok(s) = std::env::var("LSE_BENCH_SIMD") {
+        let level = lse_kernels::simd::parse_level(&s).unwrap_or_else(|| panic!("LSE_BENCH_SIMD={s}: use avx512, avx2 or scalar"));
+        lse_kernels::simd::cap_level(level).unwrap();
+    }
     if !packable(GgmlType::Q4_1) {
         return;
     }
+    let peak = match lse_kernels::simd::level() {
+        lse_kernels::simd::Level::Avx512 => roofline::vnni_gflops().unwrap(),
+        _ => roofline::avx2_gflops(),
+    };
+    println!("int8 roofline ({}): {peak:.0} GFLOP/s", lse_kernels::simd::level().name());
     let pool = ThreadPool::new(1);
     let mut rng = Rng::new(3);
     for (t, n, k, m) in [
@@ -22,6 +33,8 @@ fn main() {
         (GgmlType::Q5_0, 8192, 640, 128),
         (GgmlType::Q8_0, 2048, 640, 128),
         (GgmlType::Q8_0, 32768, 640, 128),
+        (GgmlType::Q4_K, 2048, 1024, 512),
+        (GgmlType::Q6_K, 640, 2048, 512),
     ] {
         let w = random_weights(&mut rng, t, n, k);
         let x = random_acts(&mut rng, m, k);
@@ -39,7 +52,11 @@ fn main() {
         };
         let a = time(&mut || matmul(Dialect::Simd, &pool, t, &w, n, k, &x, m, &mut y));
         let b = time(&mut || matmul_packed(&pool, &p, &x, m, &mut y));
-        println!("{:5} n={n} k={k} m={m}: row kernels {a:.0} GFLOP/s, packed {b:.0} GFLOP/s", t.name());
+        println!(
+            "{:5} n={n} k={k} m={m}: row kernels {a:.0} GFLOP/s, packed {b:.0} GFLOP/s = {:.0} % of the roofline",
+            t.name(),
+            100.0 * b / peak
+        );
     }
 }
 

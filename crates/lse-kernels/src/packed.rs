@@ -1,4 +1,5 @@
-//! Weights repacked once (at bind time) for an AVX-512 VNNI register-tiled GEMM.
+//! Weights repacked once (at bind time) for a register-tiled int8 GEMM (AVX-512 VNNI in
+//! `packed/avx512.rs`, AVX2 in `packed/avx2.rs`; both give bit-identical results).
 //!
 //! The row kernels (`simd::*`) dot one weight row with up to 8 activation rows and reduce every
 //! 32-element block horizontally. Here the roles are swapped: 16 weight rows sit side by side in
@@ -43,6 +44,8 @@ pub struct PackedMatrix {
     sh: i32,
     /// Bytes per block of one group (quants, d, m).
     block_bytes: usize,
+    /// The tiles run with AVX-512 VNNI (else AVX2).
+    vnni: bool,
     data: Vec<A64>,
 }
 
@@ -69,13 +72,13 @@ fn format(t: GgmlType) -> Option<(bool, bool, i32)> {
     })
 }
 
-/// True when this CPU runs the packed kernels (AVX-512 F/BW/VNNI and the SIMD level not capped
-/// below AVX-512 by [`crate::simd::cap_level`]).
+/// True when this CPU runs the packed kernels (the SIMD level, see [`crate::simd::cap_level`],
+/// is AVX2 or AVX-512).
 pub fn packed_available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *ON.get_or_init(|| crate::simd::level() == crate::simd::Level::Avx512)
+        use crate::simd::{level, Level};
+        matches!(level(), Level::Avx2 | Level::Avx512)
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -242,6 +245,7 @@ impl PackedMatrix {
             min,
             sh,
             block_bytes,
+            vnni: crate::simd::level() == crate::simd::Level::Avx512,
             data,
         })
     }
@@ -311,6 +315,18 @@ impl PackedMatrix {
                 ldy,
                 ncols,
             };
+            if !self.vnni {
+                let kind = if self.sub16() {
+                    avx2::Kind::Sub16
+                } else if self.nib {
+                    avx2::Kind::Nibbles
+                } else if self.t == GgmlType::Q8_0 {
+                    avx2::Kind::Bytes8
+                } else {
+                    avx2::Kind::Bits5
+                };
+                return avx2::tile(&a, kind, self.min, nx);
+            }
             macro_rules! go {
                 ($nib:literal, $min:literal) => {
                     match nx {
@@ -368,122 +384,8 @@ pub(crate) struct Args {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod avx512 {
-    use super::Args;
-    use core::arch::x86_64::*;
-
-    #[inline(always)]
-    unsafe fn bx(p: *const u8) -> __m512i {
-        _mm512_set1_epi32((p as *const i32).read_unaligned())
-    }
-
-    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-    pub(super) unsafe fn tile<const NIB: bool, const MIN: bool, const MR: usize>(a: &Args) {
-        let (nb, k, xs) = (a.nb, a.k, a.xs);
-        let qb = if NIB { 256 } else { 512 };
-        let m0f = _mm512_set1_epi8(0x0f);
-        let mut facc = [_mm512_setzero_ps(); MR];
-        for b in 0..nb {
-            let wb = a.wg.add(b * a.bb);
-            let xb = a.x.add(32 * b);
-            let mut ia = [_mm512_setzero_si512(); MR];
-            if NIB {
-                for t in 0..4 {
-                    let v = _mm512_loadu_si512(wb.add(64 * t) as *const _);
-                    let lo = _mm512_and_si512(v, m0f);
-                    let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(v), m0f);
-                    for j in 0..MR {
-                        ia[j] = _mm512_dpbusd_epi32(ia[j], lo, bx(xb.add(j * xs + 4 * t)));
-                    }
-                    for j in 0..MR {
-                        ia[j] = _mm512_dpbusd_epi32(ia[j], hi, bx(xb.add(j * xs + 16 + 4 * t)));
-                    }
-                }
-            } else {
-                for t in 0..8 {
-                    let v = _mm512_loadu_si512(wb.add(64 * t) as *const _);
-                    for j in 0..MR {
-                        ia[j] = _mm512_dpbusd_epi32(ia[j], v, bx(xb.add(j * xs + 4 * t)));
-                    }
-                }
-            }
-            let dw = _mm512_loadu_ps(wb.add(qb) as *const f32);
-            let so = k + 4 * nb + 4 * b;
-            if MIN {
-                let mw = _mm512_loadu_ps(wb.add(qb + 64) as *const f32);
-                for j in 0..MR {
-                    let px = a.x.add(j * xs);
-                    let dx = _mm512_set1_ps((px.add(k + 4 * b) as *const f32).read_unaligned());
-                    let sx = _mm512_set1_ps((px.add(so) as *const f32).read_unaligned());
-                    facc[j] =
-                        _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[j]), _mm512_mul_ps(dw, dx), facc[j]);
-                    facc[j] = _mm512_fmadd_ps(mw, sx, facc[j]);
-                }
-            } else {
-                for j in 0..MR {
-                    let px = a.x.add(j * xs);
-                    let dx = _mm512_set1_ps((px.add(k + 4 * b) as *const f32).read_unaligned());
-                    let corr = (px.add(so) as *const i32).read_unaligned() << a.sh;
-                    let iv = _mm512_sub_epi32(ia[j], _mm512_set1_epi32(corr));
-                    facc[j] =
-                        _mm512_fmadd_ps(_mm512_cvtepi32_ps(iv), _mm512_mul_ps(dw, dx), facc[j]);
-                }
-            }
-        }
-        store::<MR>(a, &facc);
-    }
-
-    #[inline(always)]
-    unsafe fn store<const MR: usize>(a: &Args, facc: &[__m512; MR]) {
-        if a.ncols >= 16 {
-            for j in 0..MR {
-                _mm512_storeu_ps(a.y.add(j * a.ldy), facc[j]);
-            }
-        } else {
-            let mask: __mmask16 = ((1u32 << a.ncols) - 1) as u16;
-            for j in 0..MR {
-                _mm512_mask_storeu_ps(a.y.add(j * a.ldy), mask, facc[j]);
-            }
-        }
-    }
-
-    /// Byte quants with two 16-element sub-blocks per block (Q6_K): scales `d₀`, `d₁` per row,
-    /// activation rows with per-16 i32 quant sums (`u = q + 2^SH`, corrected per sub-block).
-    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-    pub(super) unsafe fn tile16<const MR: usize>(a: &Args) {
-        let (nb, k, xs) = (a.nb, a.k, a.xs);
-        let mut facc = [_mm512_setzero_ps(); MR];
-        for b in 0..nb {
-            let wb = a.wg.add(b * a.bb);
-            let xb = a.x.add(32 * b);
-            let mut i0 = [_mm512_setzero_si512(); MR];
-            let mut i1 = [_mm512_setzero_si512(); MR];
-            for t in 0..4 {
-                let v = _mm512_loadu_si512(wb.add(64 * t) as *const _);
-                for j in 0..MR {
-                    i0[j] = _mm512_dpbusd_epi32(i0[j], v, bx(xb.add(j * xs + 4 * t)));
-                }
-            }
-            for t in 4..8 {
-                let v = _mm512_loadu_si512(wb.add(64 * t) as *const _);
-                for j in 0..MR {
-                    i1[j] = _mm512_dpbusd_epi32(i1[j], v, bx(xb.add(j * xs + 4 * t)));
-                }
-            }
-            let d0 = _mm512_loadu_ps(wb.add(512) as *const f32);
-            let d1 = _mm512_loadu_ps(wb.add(512 + 64) as *const f32);
-            let so = k + 4 * nb + 8 * b;
-            for j in 0..MR {
-                let px = a.x.add(j * xs);
-                let dx = _mm512_set1_ps((px.add(k + 4 * b) as *const f32).read_unaligned());
-                let c0 = (px.add(so) as *const i32).read_unaligned() << a.sh;
-                let c1 = (px.add(so + 4) as *const i32).read_unaligned() << a.sh;
-                let v0 = _mm512_cvtepi32_ps(_mm512_sub_epi32(i0[j], _mm512_set1_epi32(c0)));
-                let v1 = _mm512_cvtepi32_ps(_mm512_sub_epi32(i1[j], _mm512_set1_epi32(c1)));
-                let s = _mm512_fmadd_ps(v0, d0, _mm512_mul_ps(v1, d1));
-                facc[j] = _mm512_fmadd_ps(s, dx, facc[j]);
-            }
-        }
-        store::<MR>(a, &facc);
-    }
-}
+mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests;

@@ -1,68 +1,20 @@
-//! The packed (register-tiled AVX-512 VNNI) matmul against the scalar reference: same integer
-//! block sums, only the f32 order of the per-block terms differs.
+//! The packed (register-tiled) matmul at this CPU's best level against the scalar reference:
+//! same integer block sums, only the f32 order of the per-block terms differs.
+//! `packed_avx2.rs` runs the same check with the kernels capped to AVX2.
 
 mod common;
+mod packed_check;
+
+use packed_check::PACKED;
 
 use common::*;
 use lse_kernels::quant::{dot_type, quantize_activation};
 use lse_kernels::{matmul, matmul_packed, packable, Dialect, GgmlType, PackedMatrix, ThreadPool};
 
-const PACKED: &[GgmlType] = &[
-    GgmlType::Q4_0,
-    GgmlType::Q4_1,
-    GgmlType::Q5_0,
-    GgmlType::Q5_1,
-    GgmlType::Q8_0,
-    GgmlType::Q4_K,
-    GgmlType::Q6_K,
-];
 
 #[test]
-fn packed_matmul_matches_scalar() {
-    if !PACKED.iter().all(|&t| packable(t)) {
-        println!("packed kernels not available on this CPU: skipped");
-        return;
-    }
-    let pools = [ThreadPool::new(1), ThreadPool::new(2), ThreadPool::new(3)];
-    let mut rng = Rng::new(77);
-    for &t in PACKED {
-        for (n, m, k) in [(37usize, 11usize, 320usize), (16, 1, 32), (301, 67, 512), (13, 203, 96), (64, 9, 576)] {
-            let k = if t.block_size() == 256 { k.div_ceil(256) * 256 } else { k };
-            let w = random_weights(&mut rng, t, n, k);
-            let x = random_acts(&mut rng, m, k);
-            let want = reference_matmul(t, &w, n, k, &x, m);
-            let p = PackedMatrix::new(&pools[1], t, &w, n, k).unwrap();
-            let mut first: Option<Vec<f32>> = None;
-            for pool in &pools {
-                let mut y = vec![f32::NAN; m * n];
-                matmul_packed(pool, &p, &x, m, &mut y);
-                match &first {
-                    None => first = Some(y),
-                    Some(f) => assert_eq!(&y, f, "{} packed: threads differ", t.name()),
-                }
-            }
-            let y = first.unwrap();
-            let mut simd = vec![f32::NAN; m * n];
-            matmul(Dialect::Simd, &pools[0], t, &w, n, k, &x, m, &mut simd);
-            let mut worst = 0f32;
-            for i in 0..m {
-                for r in 0..n {
-                    let b = 2e-5 * 1.1 * row_mag(t, &w, r, k, &x[i * k..(i + 1) * k]) + 1e-6;
-                    let e = (y[i * n + r] - want[i * n + r]).abs();
-                    assert!(
-                        e <= b,
-                        "{} {n}x{m}x{k} y[{i}][{r}] = {} vs scalar {} (simd {})",
-                        t.name(),
-                        y[i * n + r],
-                        want[i * n + r],
-                        simd[i * n + r]
-                    );
-                    worst = worst.max(e / b);
-                }
-            }
-            println!("{:5} packed {n}x{m}x{k}: worst err/bound {worst:.3}", t.name());
-        }
-    }
+fn packed_matches_scalar() {
+    packed_check::packed_matmul_matches_scalar();
 }
 
 /// `cargo test -p lse-kernels --release --test packed -- --ignored --nocapture`: GFLOP/s of the

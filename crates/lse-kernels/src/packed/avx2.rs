@@ -1,0 +1,231 @@
+//! The AVX2 micro-tile over the same packed groups as the VNNI one: a 64-byte chunk holds 4
+//! quants of 16 weight rows, read here as two 8-row halves. `vpmaddubsw` multiplies unsigned
+//! weight bytes with the broadcast signed activation bytes into i16 pair sums, `vpmaddwd` with
+//! ones widens them to the 4-product i32 sums `vpdpbusd` would give.
+//!
+//! The i16 pair sums are exact (|u·x + u'·x'| ≤ 2·255·128 needs care, see below), and several
+//! are added in i16 before widening where the bound allows it, so fewer multiplies run than
+//! one `vpmaddwd` per `vpmaddubsw`. Every block's i32 sum and every f32 operation per output
+//! is the VNNI tile's, in the same order: the two tiles give bit-identical results.
+//!
+//! i16 bounds per block (activation bytes |x| ≤ 128):
+//! - 4-bit quants (u ≤ 15): a pair sum ≤ 3840, all 8 chunks of a block add to ≤ 30720;
+//! - 5-bit (u ≤ 31, Q8_0/Q8_1 activations |x| ≤ 127): 4 chunks ≤ 31496;
+//! - Q6_K (u ≤ 63): 2 chunks ≤ 32256;
+//! - Q8_0 (u = q + 128 would overflow): `|q|` against `sign(x, q)` (≤ 32512), one chunk at a
+//!   time; the block sum is then Σq·x, which is the VNNI tile's Σu·x − 128·Σx.
+
+use super::Args;
+use core::arch::x86_64::*;
+
+/// Activation rows one pass keeps in registers (16 ymm: MR i16/i32 sums, MR f32 sums, the
+/// weight chunk and constants); Q8_0 needs two more registers per chunk (`q`, `|q|`), and
+/// measures fastest with 3.
+const MR: usize = 4;
+const MR_BYTES8: usize = 3;
+
+/// How a packed block is read.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    /// Two 4-bit quants per byte (Q4_0, Q4_1, Q4_K).
+    Nibbles,
+    /// One quant below 32 per byte (Q5_0, Q5_1).
+    Bits5,
+    /// Q8_0 (stored as q + 128).
+    Bytes8,
+    /// Q6_K: one quant below 64 per byte, two scales per block.
+    Sub16,
+}
+
+#[inline(always)]
+unsafe fn bx(p: *const u8) -> __m256i {
+    _mm256_set1_epi32((p as *const i32).read_unaligned())
+}
+
+#[inline(always)]
+unsafe fn ld(p: *const u8) -> __m256i {
+    _mm256_loadu_si256(p as *const __m256i)
+}
+
+#[inline(always)]
+unsafe fn widen(s16: __m256i) -> __m256i {
+    _mm256_madd_epi16(s16, _mm256_set1_epi16(1))
+}
+
+/// The whole tile: `nx` activation rows in passes of at most [`MR`], each over both halves of
+/// the group (the second skipped when no output of it is wanted).
+///
+/// # Safety
+/// As [`super::PackedMatrix::tile`]; the CPU must have AVX2 and FMA.
+pub(super) unsafe fn tile(a: &Args, kind: Kind, min: bool, nx: usize) {
+    let halves = if a.ncols > 8 { 2 } else { 1 };
+    let mr = if kind == Kind::Bytes8 { MR_BYTES8 } else { MR };
+    let mut j0 = 0;
+    while j0 < nx {
+        let r = (nx - j0).min(mr);
+        for h in 0..halves {
+            match (kind, min, r) {
+                (Kind::Nibbles, true, 1) => half::<0, true, 1>(a, j0, h),
+                (Kind::Nibbles, true, 2) => half::<0, true, 2>(a, j0, h),
+                (Kind::Nibbles, true, 3) => half::<0, true, 3>(a, j0, h),
+                (Kind::Nibbles, true, _) => half::<0, true, 4>(a, j0, h),
+                (Kind::Nibbles, false, 1) => half::<0, false, 1>(a, j0, h),
+                (Kind::Nibbles, false, 2) => half::<0, false, 2>(a, j0, h),
+                (Kind::Nibbles, false, 3) => half::<0, false, 3>(a, j0, h),
+                (Kind::Nibbles, false, _) => half::<0, false, 4>(a, j0, h),
+                (Kind::Bits5, true, 1) => half::<1, true, 1>(a, j0, h),
+                (Kind::Bits5, true, 2) => half::<1, true, 2>(a, j0, h),
+                (Kind::Bits5, true, 3) => half::<1, true, 3>(a, j0, h),
+                (Kind::Bits5, true, _) => half::<1, true, 4>(a, j0, h),
+                (Kind::Bits5, false, 1) => half::<1, false, 1>(a, j0, h),
+                (Kind::Bits5, false, 2) => half::<1, false, 2>(a, j0, h),
+                (Kind::Bits5, false, 3) => half::<1, false, 3>(a, j0, h),
+                (Kind::Bits5, false, _) => half::<1, false, 4>(a, j0, h),
+                (Kind::Bytes8, _, 1) => half::<2, false, 1>(a, j0, h),
+                (Kind::Bytes8, _, 2) => half::<2, false, 2>(a, j0, h),
+                (Kind::Bytes8, _, 3) => half::<2, false, 3>(a, j0, h),
+                (Kind::Bytes8, _, _) => half::<2, false, 3>(a, j0, h),
+                (Kind::Sub16, _, 1) => half16::<1>(a, j0, h),
+                (Kind::Sub16, _, 2) => half16::<2>(a, j0, h),
+                (Kind::Sub16, _, 3) => half16::<3>(a, j0, h),
+                (Kind::Sub16, _, _) => half16::<4>(a, j0, h),
+            }
+        }
+        j0 += r;
+    }
+}
+
+/// Rows `j0..j0 + R` against weight rows `8h..8h + 8` of the group; `K`: 0 nibbles, 1 5-bit,
+/// 2 Q8_0 bytes.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn half<const K: u8, const MIN: bool, const R: usize>(a: &Args, j0: usize, h: usize) {
+    let (nb, k, xs) = (a.nb, a.k, a.xs);
+    let qb = if K == 0 { 256 } else { 512 };
+    let x0 = a.x.add(j0 * xs);
+    let m0f = _mm256_set1_epi8(0x0f);
+    let flip = _mm256_set1_epi8(-128);
+    let mut facc = [_mm256_setzero_ps(); R];
+    for b in 0..nb {
+        let wb = a.wg.add(b * a.bb + 32 * h);
+        let xb = x0.add(32 * b);
+        let mut ia = [_mm256_setzero_si256(); R];
+        if K == 0 {
+            let mut s = [_mm256_setzero_si256(); R];
+            for t in 0..4 {
+                let v = ld(wb.add(64 * t));
+                let lo = _mm256_and_si256(v, m0f);
+                let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), m0f);
+                for j in 0..R {
+                    let p = _mm256_maddubs_epi16(lo, bx(xb.add(j * xs + 4 * t)));
+                    s[j] = _mm256_add_epi16(s[j], p);
+                    let p = _mm256_maddubs_epi16(hi, bx(xb.add(j * xs + 16 + 4 * t)));
+                    s[j] = _mm256_add_epi16(s[j], p);
+                }
+            }
+            for j in 0..R {
+                ia[j] = widen(s[j]);
+            }
+        } else if K == 1 {
+            for t0 in [0, 4] {
+                let mut s = [_mm256_setzero_si256(); R];
+                for t in t0..t0 + 4 {
+                    let v = ld(wb.add(64 * t));
+                    for j in 0..R {
+                        s[j] = _mm256_add_epi16(s[j], _mm256_maddubs_epi16(v, bx(xb.add(j * xs + 4 * t))));
+                    }
+                }
+                for j in 0..R {
+                    ia[j] = _mm256_add_epi32(ia[j], widen(s[j]));
+                }
+            }
+        } else {
+            for t in 0..8 {
+                let q = _mm256_xor_si256(ld(wb.add(64 * t)), flip);
+                let aq = _mm256_abs_epi8(q);
+                for j in 0..R {
+                    let sx = _mm256_sign_epi8(bx(xb.add(j * xs + 4 * t)), q);
+                    ia[j] = _mm256_add_epi32(ia[j], widen(_mm256_maddubs_epi16(aq, sx)));
+                }
+            }
+        }
+        let dw = _mm256_loadu_ps(wb.add(qb) as *const f32);
+        let so = k + 4 * nb + 4 * b;
+        if MIN {
+            let mw = _mm256_loadu_ps(wb.add(qb + 64) as *const f32);
+            for j in 0..R {
+                let px = x0.add(j * xs);
+                let dx = _mm256_set1_ps((px.add(k + 4 * b) as *const f32).read_unaligned());
+                let sx = _mm256_set1_ps((px.add(so) as *const f32).read_unaligned());
+                facc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[j]), _mm256_mul_ps(dw, dx), facc[j]);
+                facc[j] = _mm256_fmadd_ps(mw, sx, facc[j]);
+            }
+        } else {
+            for j in 0..R {
+                let px = x0.add(j * xs);
+                let dx = _mm256_set1_ps((px.add(k + 4 * b) as *const f32).read_unaligned());
+                let iv = if K == 2 {
+                    ia[j] // already Σq·x
+                } else {
+                    let corr = (px.add(so) as *const i32).read_unaligned() << a.sh;
+                    _mm256_sub_epi32(ia[j], _mm256_set1_epi32(corr))
+                };
+                facc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iv), _mm256_mul_ps(dw, dx), facc[j]);
+            }
+        }
+    }
+    store::<R>(a, j0, h, &facc);
+}
+
+/// Q6_K: two 16-element sub-blocks per block, each corrected by its own activation quant sum.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn half16<const R: usize>(a: &Args, j0: usize, h: usize) {
+    let (nb, k, xs) = (a.nb, a.k, a.xs);
+    let x0 = a.x.add(j0 * xs);
+    let mut facc = [_mm256_setzero_ps(); R];
+    for b in 0..nb {
+        let wb = a.wg.add(b * a.bb + 32 * h);
+        let xb = x0.add(32 * b);
+        let mut sub = [[_mm256_setzero_si256(); R]; 2];
+        for (half_block, acc) in sub.iter_mut().enumerate() {
+            for t0 in [4 * half_block, 4 * half_block + 2] {
+                let (v0, v1) = (ld(wb.add(64 * t0)), ld(wb.add(64 * t0 + 64)));
+                for j in 0..R {
+                    let p0 = _mm256_maddubs_epi16(v0, bx(xb.add(j * xs + 4 * t0)));
+                    let p1 = _mm256_maddubs_epi16(v1, bx(xb.add(j * xs + 4 * t0 + 4)));
+                    acc[j] = _mm256_add_epi32(acc[j], widen(_mm256_add_epi16(p0, p1)));
+                }
+            }
+        }
+        let d0 = _mm256_loadu_ps(wb.add(512) as *const f32);
+        let d1 = _mm256_loadu_ps(wb.add(512 + 64) as *const f32);
+        let so = k + 4 * nb + 8 * b;
+        for j in 0..R {
+            let px = x0.add(j * xs);
+            let dx = _mm256_set1_ps((px.add(k + 4 * b) as *const f32).read_unaligned());
+            let c0 = (px.add(so) as *const i32).read_unaligned() << a.sh;
+            let c1 = (px.add(so + 4) as *const i32).read_unaligned() << a.sh;
+            let v0 = _mm256_cvtepi32_ps(_mm256_sub_epi32(sub[0][j], _mm256_set1_epi32(c0)));
+            let v1 = _mm256_cvtepi32_ps(_mm256_sub_epi32(sub[1][j], _mm256_set1_epi32(c1)));
+            let s = _mm256_fmadd_ps(v0, d0, _mm256_mul_ps(v1, d1));
+            facc[j] = _mm256_fmadd_ps(s, dx, facc[j]);
+        }
+    }
+    store::<R>(a, j0, h, &facc);
+}
+
+/// Writes rows `j0..j0 + R`, columns `8h..` (at most `ncols`).
+#[inline(always)]
+unsafe fn store<const R: usize>(a: &Args, j0: usize, h: usize, facc: &[__m256; R]) {
+    let c0 = 8 * h;
+    let n = a.ncols.saturating_sub(c0).min(8);
+    for j in 0..R {
+        let y = a.y.add((j0 + j) * a.ldy + c0);
+        if n == 8 {
+            _mm256_storeu_ps(y, facc[j]);
+        } else {
+            let mut tmp = [0f32; 8];
+            _mm256_storeu_ps(tmp.as_mut_ptr(), facc[j]);
+            std::ptr::copy_nonoverlapping(tmp.as_ptr(), y, n);
+        }
+    }
+}

@@ -1,0 +1,95 @@
+//! The AVX2 tile against the VNNI tile, bit for bit, on random and on extreme blocks (every
+//! quant at its largest magnitude, activations all ±max: the i16 bounds of `avx2.rs`).
+
+use super::PackedMatrix;
+use crate::{matmul_packed, GgmlType, ThreadPool};
+
+const TYPES: [GgmlType; 7] = [
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q8_0,
+    GgmlType::Q4_K,
+    GgmlType::Q6_K,
+];
+
+struct Lcg(u64);
+impl Lcg {
+    fn byte(&mut self) -> u8 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (self.0 >> 56) as u8
+    }
+    fn unit(&mut self) -> f32 {
+        self.byte() as f32 / 255.0
+    }
+}
+
+/// (f16 scale fields, quant byte range, extreme quant byte) of one block of `t`.
+fn layout(t: GgmlType) -> (&'static [usize], std::ops::Range<usize>, u8) {
+    match t {
+        GgmlType::Q4_0 => (&[0], 2..18, 0xff),
+        GgmlType::Q4_1 => (&[0, 2], 4..20, 0xff),
+        GgmlType::Q5_0 => (&[0], 2..22, 0xff),
+        GgmlType::Q5_1 => (&[0, 2], 4..24, 0xff),
+        GgmlType::Q8_0 => (&[0], 2..34, 0x80),
+        GgmlType::Q4_K => (&[0, 2], 16..144, 0xff),
+        GgmlType::Q6_K => (&[208], 0..192, 0xff),
+        _ => unreachable!(),
+    }
+}
+
+fn weights(rng: &mut Lcg, t: GgmlType, n: usize, k: usize, extreme: bool) -> Vec<u8> {
+    let mut w: Vec<u8> = (0..n * t.row_bytes(k).unwrap()).map(|_| rng.byte()).collect();
+    let (scales, quants, top) = layout(t);
+    for blk in w.chunks_exact_mut(t.type_size()) {
+        for &o in scales {
+            let d = crate::fp::f32_to_f16(0.002 + 0.01 * rng.unit());
+            blk[o..o + 2].copy_from_slice(&d.to_le_bytes());
+        }
+        if extreme {
+            blk[quants.clone()].fill(top);
+        }
+    }
+    w
+}
+
+fn acts(rng: &mut Lcg, m: usize, k: usize, extreme: bool) -> Vec<f32> {
+    (0..m * k)
+        .map(|_| {
+            let s = if rng.byte() & 1 == 0 { 1.0 } else { -1.0 };
+            if extreme {
+                s
+            } else {
+                s * rng.unit() * 3.0
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn avx2_tile_equals_vnni_tile() {
+    if !(crate::simd::avx512::available() && crate::packed::packed_available()) {
+        println!("no AVX-512 VNNI here: the AVX2 tile is checked against scalar in tests/packed_avx2.rs");
+        return;
+    }
+    let pool = ThreadPool::new(2);
+    let mut rng = Lcg(5);
+    for t in TYPES {
+        for extreme in [false, true] {
+            for (n, m, k) in [(16usize, 1usize, 256usize), (37, 9, 512), (13, 5, 256), (24, 8, 768), (48, 19, 256)] {
+                let w = weights(&mut rng, t, n, k, extreme);
+                let x = acts(&mut rng, m, k, extreme);
+                let mut p = PackedMatrix::new(&pool, t, &w, n, k).unwrap();
+                let mut y512 = vec![f32::NAN; m * n];
+                matmul_packed(&pool, &p, &x, m, &mut y512);
+                p.vnni = false;
+                let mut y2 = vec![f32::NAN; m * n];
+                matmul_packed(&pool, &p, &x, m, &mut y2);
+                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                assert!(y512.iter().all(|v| v.is_finite()), "{} non-finite", t.name());
+                assert_eq!(bits(&y2), bits(&y512), "{} {n}x{m}x{k} extreme={extreme}", t.name());
+            }
+        }
+    }
+}
