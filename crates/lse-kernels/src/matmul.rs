@@ -297,6 +297,7 @@ pub fn matmul_packed_cols(
         } else {
             quantize_rows(pool, level, layout, dt, x, k, m, qx, xrb);
         }
+        p.fold_corrections(qx, m, xrb);
         let qx = &*qx;
         let threads = pool.threads();
         let ng = n.div_ceil(PNR);

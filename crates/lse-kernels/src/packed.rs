@@ -279,6 +279,23 @@ impl PackedMatrix {
     pub(crate) fn sub16(&self) -> bool {
         self.t == GgmlType::Q6_K
     }
+    /// Rewrites the activation rows' per-block quant sums (Q8_0-family weights, Q6_K: `Σq` of
+    /// each block or 16-element half, i32) as `−(Σq << SH)`: the correction for the weights'
+    /// offset `u = q + 2^SH`, which the tiles then take as their integer sums' starting value.
+    pub(crate) fn fold_corrections(&self, qx: &mut [u8], m: usize, xrb: usize) {
+        if self.min {
+            return;
+        }
+        let (k, nb) = (self.k, self.k / 32);
+        let sums = if self.sub16() { 2 * nb } else { nb };
+        for row in qx.chunks_exact_mut(xrb).take(m) {
+            for c in row[k + 4 * nb..k + 4 * nb + 4 * sums].chunks_exact_mut(4) {
+                let v = i32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                c.copy_from_slice(&(-(v << self.sh)).to_le_bytes());
+            }
+        }
+    }
+
     pub(crate) fn ptr(&self) -> *const u8 {
         self.data.as_ptr() as *const u8
     }
@@ -306,7 +323,6 @@ impl PackedMatrix {
             let a = Args {
                 nb: self.k / 32,
                 k: self.k,
-                sh: self.sh,
                 wg,
                 bb: self.block_bytes,
                 x,
@@ -373,7 +389,6 @@ impl PackedMatrix {
 pub(crate) struct Args {
     nb: usize,
     k: usize,
-    sh: i32,
     wg: *const u8,
     bb: usize,
     x: *const u8,

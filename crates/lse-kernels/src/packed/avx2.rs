@@ -13,16 +13,16 @@
 //! - 5-bit (u ≤ 31, Q8_0/Q8_1 activations |x| ≤ 127): 4 chunks ≤ 31496;
 //! - Q6_K (u ≤ 63): 2 chunks ≤ 32256;
 //! - Q8_0 (u = q + 128 would overflow): `|q|` against `sign(x, q)` (≤ 32512), one chunk at a
-//!   time; the block sum is then Σq·x, which is the VNNI tile's Σu·x − 128·Σx.
+//!   time; the block sum is then Σq·x, which is the VNNI tile's −128·Σx + Σu·x.
 
 use super::Args;
 use core::arch::x86_64::*;
 
 /// Activation rows one pass keeps in registers (16 ymm: MR i16/i32 sums, MR f32 sums, the
-/// weight chunk and constants); Q8_0 needs two more registers per chunk (`q`, `|q|`), and
-/// measures fastest with 3.
+/// weight chunk and constants). Q8_0 needs two more registers per chunk (`q`, `|q|`) and Q6_K
+/// two integer sums per row: both measure fastest with 3.
 const MR: usize = 4;
-const MR_BYTES8: usize = 3;
+const MR_WIDE: usize = 3;
 
 /// How a packed block is read.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -59,7 +59,7 @@ unsafe fn widen(s16: __m256i) -> __m256i {
 /// As [`super::PackedMatrix::tile`]; the CPU must have AVX2 and FMA.
 pub(super) unsafe fn tile(a: &Args, kind: Kind, min: bool, nx: usize) {
     let halves = if a.ncols > 8 { 2 } else { 1 };
-    let mr = if kind == Kind::Bytes8 { MR_BYTES8 } else { MR };
+    let mr = if matches!(kind, Kind::Bytes8 | Kind::Sub16) { MR_WIDE } else { MR };
     let mut j0 = 0;
     while j0 < nx {
         let r = (nx - j0).min(mr);
@@ -88,7 +88,7 @@ pub(super) unsafe fn tile(a: &Args, kind: Kind, min: bool, nx: usize) {
                 (Kind::Sub16, _, 1) => half16::<1>(a, j0, h),
                 (Kind::Sub16, _, 2) => half16::<2>(a, j0, h),
                 (Kind::Sub16, _, 3) => half16::<3>(a, j0, h),
-                (Kind::Sub16, _, _) => half16::<4>(a, j0, h),
+                (Kind::Sub16, _, _) => half16::<3>(a, j0, h),
             }
         }
         j0 += r;
@@ -108,7 +108,16 @@ unsafe fn half<const K: u8, const MIN: bool, const R: usize>(a: &Args, j0: usize
     for b in 0..nb {
         let wb = a.wg.add(b * a.bb + 32 * h);
         let xb = x0.add(32 * b);
-        let mut ia = [_mm256_setzero_si256(); R];
+        let so = k + 4 * nb + 4 * b;
+        // Q8_0 family: the sums start at the folded offset correction −(Σx << SH); the Q8_0
+        // path sums q·x directly and needs none
+        let mut ia: [__m256i; R] = core::array::from_fn(|j| {
+            if MIN || K == 2 {
+                _mm256_setzero_si256()
+            } else {
+                _mm256_set1_epi32((x0.add(j * xs + so) as *const i32).read_unaligned())
+            }
+        });
         if K == 0 {
             let mut s = [_mm256_setzero_si256(); R];
             for t in 0..4 {
@@ -123,7 +132,7 @@ unsafe fn half<const K: u8, const MIN: bool, const R: usize>(a: &Args, j0: usize
                 }
             }
             for j in 0..R {
-                ia[j] = widen(s[j]);
+                ia[j] = _mm256_add_epi32(ia[j], widen(s[j]));
             }
         } else if K == 1 {
             for t0 in [0, 4] {
@@ -149,7 +158,6 @@ unsafe fn half<const K: u8, const MIN: bool, const R: usize>(a: &Args, j0: usize
             }
         }
         let dw = _mm256_loadu_ps(wb.add(qb) as *const f32);
-        let so = k + 4 * nb + 4 * b;
         if MIN {
             let mw = _mm256_loadu_ps(wb.add(qb + 64) as *const f32);
             for j in 0..R {
@@ -163,20 +171,14 @@ unsafe fn half<const K: u8, const MIN: bool, const R: usize>(a: &Args, j0: usize
             for j in 0..R {
                 let px = x0.add(j * xs);
                 let dx = _mm256_set1_ps((px.add(k + 4 * b) as *const f32).read_unaligned());
-                let iv = if K == 2 {
-                    ia[j] // already Σq·x
-                } else {
-                    let corr = (px.add(so) as *const i32).read_unaligned() << a.sh;
-                    _mm256_sub_epi32(ia[j], _mm256_set1_epi32(corr))
-                };
-                facc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iv), _mm256_mul_ps(dw, dx), facc[j]);
+                facc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[j]), _mm256_mul_ps(dw, dx), facc[j]);
             }
         }
     }
     store::<R>(a, j0, h, &facc);
 }
 
-/// Q6_K: two 16-element sub-blocks per block, each corrected by its own activation quant sum.
+/// Q6_K: two 16-element sub-blocks per block, each starting at its own folded correction.
 #[target_feature(enable = "avx2,fma")]
 unsafe fn half16<const R: usize>(a: &Args, j0: usize, h: usize) {
     let (nb, k, xs) = (a.nb, a.k, a.xs);
@@ -185,7 +187,9 @@ unsafe fn half16<const R: usize>(a: &Args, j0: usize, h: usize) {
     for b in 0..nb {
         let wb = a.wg.add(b * a.bb + 32 * h);
         let xb = x0.add(32 * b);
-        let mut sub = [[_mm256_setzero_si256(); R]; 2];
+        let so = k + 4 * nb + 8 * b;
+        let start = |j: usize, o: usize| _mm256_set1_epi32((x0.add(j * xs + so + o) as *const i32).read_unaligned());
+        let mut sub: [[__m256i; R]; 2] = [core::array::from_fn(|j| start(j, 0)), core::array::from_fn(|j| start(j, 4))];
         for (half_block, acc) in sub.iter_mut().enumerate() {
             for t0 in [4 * half_block, 4 * half_block + 2] {
                 let (v0, v1) = (ld(wb.add(64 * t0)), ld(wb.add(64 * t0 + 64)));
@@ -198,14 +202,11 @@ unsafe fn half16<const R: usize>(a: &Args, j0: usize, h: usize) {
         }
         let d0 = _mm256_loadu_ps(wb.add(512) as *const f32);
         let d1 = _mm256_loadu_ps(wb.add(512 + 64) as *const f32);
-        let so = k + 4 * nb + 8 * b;
         for j in 0..R {
             let px = x0.add(j * xs);
             let dx = _mm256_set1_ps((px.add(k + 4 * b) as *const f32).read_unaligned());
-            let c0 = (px.add(so) as *const i32).read_unaligned() << a.sh;
-            let c1 = (px.add(so + 4) as *const i32).read_unaligned() << a.sh;
-            let v0 = _mm256_cvtepi32_ps(_mm256_sub_epi32(sub[0][j], _mm256_set1_epi32(c0)));
-            let v1 = _mm256_cvtepi32_ps(_mm256_sub_epi32(sub[1][j], _mm256_set1_epi32(c1)));
+            let v0 = _mm256_cvtepi32_ps(sub[0][j]);
+            let v1 = _mm256_cvtepi32_ps(sub[1][j]);
             let s = _mm256_fmadd_ps(v0, d0, _mm256_mul_ps(v1, d1));
             facc[j] = _mm256_fmadd_ps(s, dx, facc[j]);
         }

@@ -17,7 +17,15 @@ pub(super) unsafe fn tile<const NIB: bool, const MIN: bool, const MR: usize>(a: 
     for b in 0..nb {
         let wb = a.wg.add(b * a.bb);
         let xb = a.x.add(32 * b);
-        let mut ia = [_mm512_setzero_si512(); MR];
+        let so = k + 4 * nb + 4 * b;
+        // Q8_0 family: the sums start at the folded offset correction −(Σx << SH)
+        let mut ia: [__m512i; MR] = core::array::from_fn(|j| {
+            if MIN {
+                _mm512_setzero_si512()
+            } else {
+                _mm512_set1_epi32((a.x.add(j * xs + so) as *const i32).read_unaligned())
+            }
+        });
         if NIB {
             for t in 0..4 {
                 let v = _mm512_loadu_si512(wb.add(64 * t) as *const _);
@@ -39,7 +47,6 @@ pub(super) unsafe fn tile<const NIB: bool, const MIN: bool, const MR: usize>(a: 
             }
         }
         let dw = _mm512_loadu_ps(wb.add(qb) as *const f32);
-        let so = k + 4 * nb + 4 * b;
         if MIN {
             let mw = _mm512_loadu_ps(wb.add(qb + 64) as *const f32);
             for j in 0..MR {
@@ -54,10 +61,8 @@ pub(super) unsafe fn tile<const NIB: bool, const MIN: bool, const MR: usize>(a: 
             for j in 0..MR {
                 let px = a.x.add(j * xs);
                 let dx = _mm512_set1_ps((px.add(k + 4 * b) as *const f32).read_unaligned());
-                let corr = (px.add(so) as *const i32).read_unaligned() << a.sh;
-                let iv = _mm512_sub_epi32(ia[j], _mm512_set1_epi32(corr));
                 facc[j] =
-                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(iv), _mm512_mul_ps(dw, dx), facc[j]);
+                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[j]), _mm512_mul_ps(dw, dx), facc[j]);
             }
         }
     }
@@ -79,7 +84,7 @@ unsafe fn store<const MR: usize>(a: &Args, facc: &[__m512; MR]) {
 }
 
 /// Byte quants with two 16-element sub-blocks per block (Q6_K): scales `d₀`, `d₁` per row,
-/// activation rows with per-16 i32 quant sums (`u = q + 2^SH`, corrected per sub-block).
+/// activation rows with per-16 folded corrections (`u = q + 2^SH`, corrected per sub-block).
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 pub(super) unsafe fn tile16<const MR: usize>(a: &Args) {
     let (nb, k, xs) = (a.nb, a.k, a.xs);
@@ -87,8 +92,10 @@ pub(super) unsafe fn tile16<const MR: usize>(a: &Args) {
     for b in 0..nb {
         let wb = a.wg.add(b * a.bb);
         let xb = a.x.add(32 * b);
-        let mut i0 = [_mm512_setzero_si512(); MR];
-        let mut i1 = [_mm512_setzero_si512(); MR];
+        let so = k + 4 * nb + 8 * b;
+        let start = |j: usize, o: usize| _mm512_set1_epi32((a.x.add(j * xs + so + o) as *const i32).read_unaligned());
+        let mut i0: [__m512i; MR] = core::array::from_fn(|j| start(j, 0));
+        let mut i1: [__m512i; MR] = core::array::from_fn(|j| start(j, 4));
         for t in 0..4 {
             let v = _mm512_loadu_si512(wb.add(64 * t) as *const _);
             for j in 0..MR {
@@ -103,14 +110,11 @@ pub(super) unsafe fn tile16<const MR: usize>(a: &Args) {
         }
         let d0 = _mm512_loadu_ps(wb.add(512) as *const f32);
         let d1 = _mm512_loadu_ps(wb.add(512 + 64) as *const f32);
-        let so = k + 4 * nb + 8 * b;
         for j in 0..MR {
             let px = a.x.add(j * xs);
             let dx = _mm512_set1_ps((px.add(k + 4 * b) as *const f32).read_unaligned());
-            let c0 = (px.add(so) as *const i32).read_unaligned() << a.sh;
-            let c1 = (px.add(so + 4) as *const i32).read_unaligned() << a.sh;
-            let v0 = _mm512_cvtepi32_ps(_mm512_sub_epi32(i0[j], _mm512_set1_epi32(c0)));
-            let v1 = _mm512_cvtepi32_ps(_mm512_sub_epi32(i1[j], _mm512_set1_epi32(c1)));
+            let v0 = _mm512_cvtepi32_ps(i0[j]);
+            let v1 = _mm512_cvtepi32_ps(i1[j]);
             let s = _mm512_fmadd_ps(v0, d0, _mm512_mul_ps(v1, d1));
             facc[j] = _mm512_fmadd_ps(s, dx, facc[j]);
         }
