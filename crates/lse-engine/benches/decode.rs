@@ -3,6 +3,9 @@
 //! each prefill a 512-token prompt, then decode 128 tokens together (one batched forward per step,
 //! greedy); prints prefill and aggregate decode tokens/s. `LSE_BENCH_MODEL` (smollm2, gemma3,
 //! qwen25coder), `LSE_BENCH_THREADS` (2) and `LSE_BENCH_SESSIONS` ("1,4,8,16") choose the run.
+//! For one session it also prints the weight bytes a step streams (the packed matrices, LM head
+//! included), the GB/s that makes, and this machine's read bandwidth on the same threads: the
+//! memory-bound speed is bandwidth / bytes per step.
 
 use lse_engine::{Engine, EngineOptions, GenerateRequest, Prompt, SamplingParams, Sequence};
 use std::time::Instant;
@@ -45,6 +48,20 @@ fn main() {
         }
         let decode = t1.elapsed().as_secs_f64();
         let tokens: usize = seqs.iter().map(|q| q.steps.len() - 1).sum();
+        if s == 1 {
+            let bytes = engine.weight_bytes().1 as f64;
+            let bw = read_bandwidth(threads);
+            println!(
+                "{name}: {:.1} MB of packed weights per step, {:.1} GB/s at {:.1} steps/s; read bandwidth {:.1} GB/s \
+                 ({threads} threads): memory-bound speed {:.1} steps/s, reached {:.0} %",
+                bytes / 1e6,
+                bytes * steps as f64 / decode / 1e9,
+                steps as f64 / decode,
+                bw / 1e9,
+                bw / bytes,
+                100.0 * steps as f64 / decode / (bw / bytes)
+            );
+        }
         println!(
             "{name} threads {threads} sessions {s:2}: prefill {:.1} tok/s; decode {steps} steps, {tokens} tokens, {:.1} tok/s aggregate ({:.1} per session)",
             512.0 * s as f64 / prefill,
@@ -52,4 +69,31 @@ fn main() {
             tokens as f64 / decode / s as f64
         );
     }
+}
+
+/// Bytes/s of reading a 1 GiB buffer, split over `threads` threads (best of 5 passes).
+fn read_bandwidth(threads: usize) -> f64 {
+    const LEN: usize = 1 << 27; // u64s
+    let buf: Vec<u64> = (0..LEN as u64).collect();
+    let chunk = LEN.div_ceil(threads);
+    let mut best = f64::MAX;
+    for _ in 0..5 {
+        let t0 = Instant::now();
+        std::thread::scope(|sc| {
+            for part in buf.chunks(chunk) {
+                sc.spawn(move || {
+                    // four independent sums keep the loads, not the adds, the limit
+                    let mut acc = [0u64; 4];
+                    for c in part.chunks_exact(4) {
+                        for i in 0..4 {
+                            acc[i] = acc[i].wrapping_add(c[i]);
+                        }
+                    }
+                    std::hint::black_box(acc);
+                });
+            }
+        });
+        best = best.min(t0.elapsed().as_secs_f64());
+    }
+    (LEN * 8) as f64 / best
 }
