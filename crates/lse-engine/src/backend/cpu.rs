@@ -1,10 +1,10 @@
 //! The CPU backend: lse-kernels for matmul, dequantization and attention; `ops` for the rest.
 
-use super::{AttnCall, Backend};
+use super::{AttnCall, AttnRows, Backend};
 use crate::kv_cache::LayerKv;
 use crate::ops::{act, norm, rope};
 use crate::{EngineError, Matrix};
-use lse_kernels::attention::{self, AttnKind, AttnShape};
+use lse_kernels::attention::{self, AttnJob, AttnKind, AttnShape};
 use lse_kernels::{Dialect, ThreadPool};
 
 pub struct CpuBackend {
@@ -177,9 +177,16 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
-    fn attention(&self, q: &[f32], n: usize, pos0: usize, kv: &LayerKv, call: &AttnCall, out: &mut [f32]) -> Result<(), EngineError> {
-        let kind = self.kind();
-        let shape = AttnShape { n_q: n, q_pos0: pos0, n_head: call.n_head, scale: call.scale, window: call.window };
-        attention::attention(self.dialect, &self.pool, kind, &shape, q, &kv.view(), out).map_err(|e| EngineError::Kernel(e.to_string()))
+    fn attention(&self, rows: &mut [AttnRows], call: &AttnCall) -> Result<(), EngineError> {
+        let mut jobs: Vec<AttnJob> = rows
+            .iter_mut()
+            .map(|r| AttnJob {
+                shape: AttnShape { n_q: r.n, q_pos0: r.pos0, n_head: call.n_head, scale: call.scale, window: call.window },
+                q: r.q,
+                kv: r.kv.view(),
+                out: &mut *r.out,
+            })
+            .collect();
+        attention::attention_batch(self.dialect, &self.pool, self.kind(), &mut jobs).map_err(|e| EngineError::Kernel(e.to_string()))
     }
 }

@@ -21,6 +21,16 @@ pub struct AttnCall {
     pub window: Option<usize>,
 }
 
+/// One session's query rows of an attention call: `q` is `n × n_head × head_dim_k` (positions
+/// `pos0..`), `out` is `n × n_head × head_dim_v`.
+pub struct AttnRows<'a> {
+    pub q: &'a [f32],
+    pub n: usize,
+    pub pos0: usize,
+    pub kv: &'a LayerKv,
+    pub out: &'a mut [f32],
+}
+
 pub trait Backend: Send + Sync {
     /// The kernel set in use, e.g. `x86_64-avx2` or `scalar`.
     fn device_arch(&self) -> String;
@@ -53,7 +63,7 @@ pub trait Backend: Send + Sync {
     fn softcap(&self, x: &mut [f32], cap: f32);
     /// Stores `n` K/V rows at `pos0` (rounding them to the cache dtype).
     fn kv_store(&self, kv: &mut LayerKv, pos0: usize, n: usize, k: &[f32], v: &[f32]) -> Result<(), EngineError>;
-    /// Attention of `n` query rows (positions `pos0..`) over the cache: `q` is `n × n_head × head_dim_k`,
-    /// `out` is `n × n_head × head_dim_v`. Flash or dense as the engine options say.
-    fn attention(&self, q: &[f32], n: usize, pos0: usize, kv: &LayerKv, call: &AttnCall, out: &mut [f32]) -> Result<(), EngineError>;
+    /// Attention of each session's rows over its own cache, all sessions in one call (so their
+    /// work can share the threads). Flash or dense as the engine options say.
+    fn attention(&self, rows: &mut [AttnRows], call: &AttnCall) -> Result<(), EngineError>;
 }

@@ -1,7 +1,7 @@
 //! The attention block: Q/K/V projections (+bias), per-head Q/K RMS norms, rope, the KV cache,
 //! attention, an optional sigmoid output gate, and the output projection.
 
-use crate::backend::AttnCall;
+use crate::backend::{AttnCall, AttnRows};
 use crate::arch::SeqRows;
 use crate::kv_cache::LayerKv;
 use crate::ops::attn_sinks::{self, SinkCall};
@@ -121,8 +121,8 @@ impl AttnLayer {
     }
 
     /// `out` (n × n_embd) = attention output of the normed rows `h` (n × n_embd). Projections run
-    /// over all rows; rope, the cache write and attention run per session, each reading the cache
-    /// of layer `il` in its own state.
+    /// over all rows; rope and the cache write run per session, then one backend call attends
+    /// every session's rows over the cache of layer `il` in its own state.
     pub fn forward(&self, cx: &ForwardCtx, il: usize, seqs: &mut [SeqRows], h: &[f32], n: usize, out: &mut [f32]) -> Result<(), EngineError> {
         let b = cx.backend;
         let c = &self.cfg;
@@ -163,11 +163,9 @@ impl AttnLayer {
         }
         let (qw, kw, vw, ow) = (c.n_head * dk, c.n_head_kv * dk, c.n_head_kv * dv, c.n_head * dv);
         let mut att = cx.buffer(n * ow);
-        let call = AttnCall { n_head: c.n_head, scale: c.kq_scale, window: c.window };
         for s in seqs.iter_mut() {
-            let rows = s.r0..s.r0 + s.n;
-            let qs = &mut q[rows.start * qw..rows.end * qw];
-            let ks = &mut k[rows.start * kw..rows.end * kw];
+            let qs = &mut q[s.r0 * qw..(s.r0 + s.n) * qw];
+            let ks = &mut k[s.r0 * kw..(s.r0 + s.n) * kw];
             b.rope(qs, c.n_head, dk, s.pos0, &c.rope);
             b.rope(ks, c.n_head_kv, dk, s.pos0, &c.rope);
             if c.q_scale != 1.0 {
@@ -178,21 +176,39 @@ impl AttnLayer {
                     b.scale(row, t.factor(s.pos0 + i));
                 }
             }
-            let kv = s.state.kv[il].as_mut().ok_or_else(|| EngineError::Kernel(format!("layer {il}: attention without a cache")))?;
-            b.kv_store(kv, s.pos0, s.n, ks, &v[rows.start * vw..rows.end * vw])?;
-            let att_s = &mut att[rows.start * ow..rows.end * ow];
-            match c.softcap {
-                Some(cap) => {
-                    let sc = SoftcapCall { n_head: c.n_head, scale: c.kq_scale, window: c.window, cap };
-                    attn_softcap::attention(&sc, qs, s.n, s.pos0, kv, att_s, &|n, f| b.run(n, f));
-                }
-                None => b.attention(qs, s.n, s.pos0, kv, &call, att_s)?,
+            let kv = s.state.kv[il].as_mut().ok_or_else(|| no_cache(il))?;
+            b.kv_store(kv, s.pos0, s.n, ks, &v[s.r0 * vw..(s.r0 + s.n) * vw])?;
+        }
+        // each session's slice of `att`, in row order
+        let mut rows = Vec::with_capacity(seqs.len());
+        let mut rest = &mut att[..];
+        let mut next = 0;
+        for s in seqs.iter() {
+            if s.r0 < next || (s.r0 + s.n - next) * ow > rest.len() {
+                return Err(EngineError::Kernel(format!("layer {il}: session rows {}..{} out of order", s.r0, s.r0 + s.n)));
             }
-            if let Some(sinks) = &c.sinks {
-                let sc = SinkCall { n_head: c.n_head, scale: c.kq_scale, window: c.window, sinks };
-                attn_sinks::apply(&sc, qs, s.n, s.pos0, kv, att_s, &|n, f| b.run(n, f));
+            let (out, tail) = std::mem::take(&mut rest)[(s.r0 - next) * ow..].split_at_mut(s.n * ow);
+            rest = tail;
+            next = s.r0 + s.n;
+            let kv = s.state.kv[il].as_ref().ok_or_else(|| no_cache(il))?;
+            rows.push(AttnRows { q: &q[s.r0 * qw..(s.r0 + s.n) * qw], n: s.n, pos0: s.pos0, kv, out });
+        }
+        match c.softcap {
+            None => b.attention(&mut rows, &AttnCall { n_head: c.n_head, scale: c.kq_scale, window: c.window })?,
+            Some(cap) => {
+                let sc = SoftcapCall { n_head: c.n_head, scale: c.kq_scale, window: c.window, cap };
+                for r in rows.iter_mut() {
+                    attn_softcap::attention(&sc, r.q, r.n, r.pos0, r.kv, r.out, &|n, f| b.run(n, f));
+                }
             }
         }
+        if let Some(sinks) = &c.sinks {
+            let sc = SinkCall { n_head: c.n_head, scale: c.kq_scale, window: c.window, sinks };
+            for r in rows.iter_mut() {
+                attn_sinks::apply(&sc, r.q, r.n, r.pos0, r.kv, r.out, &|n, f| b.run(n, f));
+            }
+        }
+        drop(rows);
         if let Some(g) = gate {
             b.mul_sigmoid(&mut att, &g);
             cx.recycle(g);
@@ -206,4 +222,8 @@ impl AttnLayer {
         }
         Ok(())
     }
+}
+
+fn no_cache(il: usize) -> EngineError {
+    EngineError::Kernel(format!("layer {il}: attention without a cache"))
 }

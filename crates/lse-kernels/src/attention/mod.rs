@@ -15,6 +15,7 @@
 //! position `t` iff `p <= t` and, with a window `w`, `t - p < w`. K and V are read back from the
 //! cache type as f32 and Q stays f32, as llama.cpp's tiled CPU kernel does for prefill batches.
 
+mod batch;
 mod dense;
 mod flash;
 pub mod kv;
@@ -24,6 +25,7 @@ mod mirror;
 mod tiled;
 #[cfg(target_arch = "x86_64")]
 pub use mirror::{MirrorView, TiledMirror};
+pub use batch::{attention_batch, AttnJob};
 mod vec;
 
 use crate::{Dialect, ThreadPool};
@@ -116,29 +118,16 @@ pub fn attention(
     if s.n_q == 0 {
         return Ok(());
     }
-    if hk == 0 || s.n_head == 0 || !s.n_head.is_multiple_of(hk) {
-        return Err(AttnError(format!("attention: {} query heads do not group over {} kv heads", s.n_head, hk)));
-    }
-    if s.window == Some(0) {
-        return Err(AttnError("attention: sliding window of 0 keys".into()));
-    }
-    let kb = kv::kv_row_bytes(kv.ty, dk).ok_or_else(|| AttnError(format!("attention: kv type {kv_ty:?} cannot hold head_dim {dk}", kv_ty = kv.ty)))?;
-    let vb = kv::kv_row_bytes(kv.ty, dv).ok_or_else(|| AttnError(format!("attention: kv type {kv_ty:?} cannot hold head_dim {dv}", kv_ty = kv.ty)))?;
+    let (kb, vb) = check(s, q, kv, out)?;
     let n_kv = s.q_pos0 + s.n_q;
-    if kv.k.len() < n_kv * hk * kb || kv.v.len() < n_kv * hk * vb {
-        return Err(AttnError(format!("attention: cache holds fewer than the {n_kv} keys needed")));
-    }
-    if q.len() != s.n_q * s.n_head * dk || out.len() != s.n_q * s.n_head * dv {
-        return Err(AttnError("attention: q/out sizes do not match the shape".into()));
-    }
 
+    #[cfg(target_arch = "x86_64")]
+    if uses_tiled(d, kind, dk, dv) {
+        return attention_tiled(pool, s, q, kv, kb, vb, out);
+    }
     // The smallest key any query of this call can see.
     let lo = s.first_key(s.q_pos0);
     let n_keys = n_kv - lo;
-    #[cfg(target_arch = "x86_64")]
-    if kind == AttnKind::Flash && tiled_available(d) && dk % 16 == 0 && dv % 16 == 0 {
-        return attention_tiled(pool, s, q, kv, kb, vb, lo, n_keys, out);
-    }
     // K and V as f32, [kv_head][pos - lo][dim], converted once per call.
 
     let mut kf = vec![0f32; hk * n_keys * dk];
@@ -188,6 +177,27 @@ pub fn attention(
     Ok(())
 }
 
+/// Checks one call's shapes against its cache; returns the bytes of a K and a V row.
+fn check(s: &AttnShape, q: &[f32], kv: &KvView, out: &[f32]) -> Result<(usize, usize), AttnError> {
+    let (hk, dk, dv) = (kv.n_head_kv, kv.head_dim_k, kv.head_dim_v);
+    if hk == 0 || s.n_head == 0 || !s.n_head.is_multiple_of(hk) {
+        return Err(AttnError(format!("attention: {} query heads do not group over {} kv heads", s.n_head, hk)));
+    }
+    if s.window == Some(0) {
+        return Err(AttnError("attention: sliding window of 0 keys".into()));
+    }
+    let kb = kv::kv_row_bytes(kv.ty, dk).ok_or_else(|| AttnError(format!("attention: kv type {kv_ty:?} cannot hold head_dim {dk}", kv_ty = kv.ty)))?;
+    let vb = kv::kv_row_bytes(kv.ty, dv).ok_or_else(|| AttnError(format!("attention: kv type {kv_ty:?} cannot hold head_dim {dv}", kv_ty = kv.ty)))?;
+    let n_kv = s.q_pos0 + s.n_q;
+    if kv.k.len() < n_kv * hk * kb || kv.v.len() < n_kv * hk * vb {
+        return Err(AttnError(format!("attention: cache holds fewer than the {n_kv} keys needed")));
+    }
+    if q.len() != s.n_q * s.n_head * dk || out.len() != s.n_q * s.n_head * dv {
+        return Err(AttnError("attention: q/out sizes do not match the shape".into()));
+    }
+    Ok((kb, vb))
+}
+
 /// Whether the tiled AVX-512 flash kernel runs.
 #[cfg(target_arch = "x86_64")]
 fn tiled_available(d: Dialect) -> bool {
@@ -196,9 +206,55 @@ fn tiled_available(d: Dialect) -> bool {
         && *ON.get_or_init(|| crate::simd::level() == crate::simd::Level::Avx512)
 }
 
-/// Flash attention with the tiled kernel: K converted to f32 and transposed per panel of 16
-/// keys, V to f32 rows (both padded to whole panels with zeros), then tasks of (KV head,
-/// `Q_BLOCK` queries) run micro-tiles of `tiled::RM` (query, head) rows.
+/// The keys the tiled kernel reads for `s`: from `lo` (a multiple of 16) on, `n_keys` of them.
+/// Panels start at multiples of 16 absolute positions, so a row meets the same panels (and the
+/// same rounding) whatever the batch split: results do not depend on the pass plan.
+#[cfg(target_arch = "x86_64")]
+fn tiled_span(s: &AttnShape) -> (usize, usize) {
+    use tiled::KP;
+    let first = s.first_key(s.q_pos0);
+    let n_keys = s.q_pos0 + s.n_q - first;
+    (first / KP * KP, n_keys + first % KP)
+}
+
+/// One KV head's K panels and V rows from key `lo` on, as the tiled kernel reads them.
+#[cfg(target_arch = "x86_64")]
+enum HeadKeys<'m> {
+    F16(&'m [u16], &'m [u16]),
+    F32(&'m [f32], &'m [f32]),
+}
+
+/// Head `g`'s keys `lo .. lo + 16 n_panels` in a mirror (the caller checked that it holds them).
+#[cfg(target_arch = "x86_64")]
+fn mirror_head<'m>(m: &MirrorView<'m>, g: usize, lo: usize, n_panels: usize, dk: usize, dv: usize) -> HeadKeys<'m> {
+    use tiled::KP;
+    let at = |cap: usize| {
+        let (k0, v0) = ((g * (cap / KP) + lo / KP) * dk * KP, (g * cap + lo) * dv);
+        (k0..k0 + n_panels * dk * KP, v0..v0 + n_panels * KP * dv)
+    };
+    match *m {
+        MirrorView::F16 { kt, v, cap } => {
+            let (kr, vr) = at(cap);
+            HeadKeys::F16(&kt[kr], &v[vr])
+        }
+        MirrorView::F32 { kt, v, cap } => {
+            let (kr, vr) = at(cap);
+            HeadKeys::F32(&kt[kr], &v[vr])
+        }
+    }
+}
+
+/// The mirror of `kv` when it holds every panel `s` reads.
+#[cfg(target_arch = "x86_64")]
+fn mirror_for<'a>(s: &AttnShape, kv: &KvView<'a>) -> Option<MirrorView<'a>> {
+    let (lo, n_keys) = tiled_span(s);
+    kv.mirror.filter(|m| lo + n_keys.div_ceil(tiled::KP) * tiled::KP <= m.cap())
+}
+
+/// Flash attention with the tiled kernel: the panels read in place from the caller's mirror, or
+/// else K converted to f32 and transposed per panel of 16 keys and V to f32 rows (both padded to
+/// whole panels with zeros); then tasks of (KV head, `Q_BLOCK` queries) run micro-tiles of
+/// `tiled::RM` (query, head) rows.
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
 fn attention_tiled(
@@ -208,40 +264,18 @@ fn attention_tiled(
     kv: &KvView,
     kb: usize,
     vb: usize,
-    lo: usize,
-    n_keys: usize,
     out: &mut [f32],
 ) -> Result<(), AttnError> {
     use tiled::KP;
     let (hk, dk, dv) = (kv.n_head_kv, kv.head_dim_k, kv.head_dim_v);
-    // Panels start at multiples of 16 absolute positions, so a row meets the same panels (and
-    // the same rounding) whatever the batch split: results do not depend on the pass plan.
-    let n_keys = n_keys + lo % KP;
-    let lo = lo / KP * KP;
+    let (lo, n_keys) = tiled_span(s);
     let n_panels = n_keys.div_ceil(KP);
     let np = n_panels * KP;
-    if let Some(m) = kv.mirror.filter(|m| lo + np <= m.cap()) {
-        // the caller's copy is already in panel layout: read the panels in place
-        fn heads<'m, E>(kt: &'m [E], v: &'m [E], cap: usize, lo: usize, n_panels: usize, dk: usize, dv: usize) -> (impl Fn(usize) -> &'m [E] + Sync, impl Fn(usize) -> &'m [E] + Sync)
-        where
-            E: Sync,
-        {
-            let (pc, np) = (cap / KP, n_panels * KP);
-            (
-                move |g: usize| &kt[(g * pc + lo / KP) * dk * KP..(g * pc + lo / KP + n_panels) * dk * KP],
-                move |g: usize| &v[(g * cap + lo) * dv..(g * cap + lo + np) * dv],
-            )
-        }
-        match m {
-            MirrorView::F16 { kt, v, cap } => {
-                let (k_of, v_of) = heads(kt, v, cap, lo, n_panels, dk, dv);
-                tiled_blocks(pool, s, q, hk, dk, dv, lo, out, &k_of, &v_of);
-            }
-            MirrorView::F32 { kt, v, cap } => {
-                let (k_of, v_of) = heads(kt, v, cap, lo, n_panels, dk, dv);
-                tiled_blocks(pool, s, q, hk, dk, dv, lo, out, &k_of, &v_of);
-            }
-        }
+    if let Some(m) = mirror_for(s, kv) {
+        for_query_blocks(pool, s, hk, out, |g, b, op| match mirror_head(&m, g, lo, n_panels, dk, dv) {
+            HeadKeys::F16(k, v) => tiled_task(s, q, hk, dk, dv, lo, k, v, g, b, op),
+            HeadKeys::F32(k, v) => tiled_task(s, q, hk, dk, dv, lo, k, v, g, b, op),
+        });
         return Ok(());
     }
     let mut kt = vec![0f32; hk * np * dk];
@@ -273,57 +307,56 @@ fn attention_tiled(
             }
         });
     }
-    let k_of = |g: usize| &kt[g * n_panels * dk * KP..(g + 1) * n_panels * dk * KP];
-    let v_of = |g: usize| &vf[g * np * dv..(g + 1) * np * dv];
-    tiled_blocks(pool, s, q, hk, dk, dv, lo, out, &k_of, &v_of);
+    for_query_blocks(pool, s, hk, out, |g, b, op| {
+        let k = &kt[g * n_panels * dk * KP..(g + 1) * n_panels * dk * KP];
+        let v = &vf[g * np * dv..(g + 1) * np * dv];
+        tiled_task(s, q, hk, dk, dv, lo, k, v, g, b, op)
+    });
     Ok(())
 }
 
-/// Runs the micro-tiles over (KV head, query block) tasks; `k_of(g)` / `v_of(g)` are head `g`'s
-/// panels and V rows starting at key `lo`.
+/// The micro-tiles of one (KV head `g`, query block `b`) task; `kt_g` / `v_g` are head `g`'s
+/// panels and V rows starting at key `lo`. Writes only the output rows of (g, b).
 #[cfg(target_arch = "x86_64")]
-#[allow(clippy::too_many_arguments)]
-fn tiled_blocks<'k, E: tiled::Lanes + 'k>(
-    pool: &ThreadPool,
+#[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
+fn tiled_task<E: tiled::Lanes>(
     s: &AttnShape,
     q: &[f32],
     hk: usize,
     dk: usize,
     dv: usize,
     lo: usize,
-    out: &mut [f32],
-    k_of: &(dyn Fn(usize) -> &'k [E] + Sync),
-    v_of: &(dyn Fn(usize) -> &'k [E] + Sync),
+    kt_g: &[E],
+    v_g: &[E],
+    g: usize,
+    b: usize,
+    op: &SendPtr,
 ) {
     use tiled::RM;
     let group = s.n_head / hk;
-    for_query_blocks(pool, s, hk, out, |g, b, op| {
-        let kt_g = k_of(g);
-        let v_g = v_of(g);
-        let mut acc = vec![0f32; RM * dv];
-        let (i0, i1) = (b * Q_BLOCK, ((b + 1) * Q_BLOCK).min(s.n_q));
-        let n_rows = (i1 - i0) * group;
-        let mut r0 = 0;
-        while r0 < n_rows {
-            let n = (n_rows - r0).min(RM);
-            let mut rows = tiled::Rows { q: [&[][..]; RM], last: [0; RM], first: [0; RM], n };
-            let mut outs: [&mut [f32]; RM] = Default::default();
-            for r in 0..n {
-                let (i, h) = (i0 + (r0 + r) / group, g * group + (r0 + r) % group);
-                let t = s.q_pos0 + i;
-                let first = s.first_key(t);
-                rows.q[r] = &q[(i * s.n_head + h) * dk..(i * s.n_head + h + 1) * dk];
-                rows.last[r] = t - lo;
-                rows.first[r] = first - lo;
-                // SAFETY: output row (i, h) belongs to this task only (h in group g, i in block b).
-                outs[r] = unsafe { std::slice::from_raw_parts_mut(op.0.add((i * s.n_head + h) * dv), dv) };
-            }
-            // SAFETY: the CPU has AVX-512F (tiled_available); dk, dv are multiples of 16; the
-            // panels cover every key up to the last query's position.
-            unsafe { tiled::micro_tile(&rows, kt_g, v_g, dk, dv, s.scale, &mut acc, &mut outs) };
-            r0 += n;
+    let mut acc = vec![0f32; RM * dv];
+    let (i0, i1) = (b * Q_BLOCK, ((b + 1) * Q_BLOCK).min(s.n_q));
+    let n_rows = (i1 - i0) * group;
+    let mut r0 = 0;
+    while r0 < n_rows {
+        let n = (n_rows - r0).min(RM);
+        let mut rows = tiled::Rows { q: [&[][..]; RM], last: [0; RM], first: [0; RM], n };
+        let mut outs: [&mut [f32]; RM] = Default::default();
+        for r in 0..n {
+            let (i, h) = (i0 + (r0 + r) / group, g * group + (r0 + r) % group);
+            let t = s.q_pos0 + i;
+            let first = s.first_key(t);
+            rows.q[r] = &q[(i * s.n_head + h) * dk..(i * s.n_head + h + 1) * dk];
+            rows.last[r] = t - lo;
+            rows.first[r] = first - lo;
+            // SAFETY: output row (i, h) belongs to this task only (h in group g, i in block b).
+            outs[r] = unsafe { std::slice::from_raw_parts_mut(op.0.add((i * s.n_head + h) * dv), dv) };
         }
-    });
+        // SAFETY: the CPU has AVX-512F (tiled_available); dk, dv are multiples of 16; the
+        // panels cover every key up to the last query's position.
+        unsafe { tiled::micro_tile(&rows, kt_g, v_g, dk, dv, s.scale, &mut acc, &mut outs) };
+        r0 += n;
+    }
 }
 
 /// The visible keys of one query row, as f32 rows.

@@ -100,3 +100,80 @@ fn f16_cache_and_bad_shapes() {
     let mut out3 = vec![0f32; n * 3 * dk];
     assert!(attention(Dialect::Simd, &pool, AttnKind::Dense, &bad, &q, &view, &mut out3).is_err());
 }
+
+/// Jobs sharing one `attention_batch` call give the bits each gives alone, whether or not its
+/// cache keeps a mirror; a bad job is an error.
+#[test]
+fn batch_equals_lone_calls() {
+    let pool = ThreadPool::new(2);
+    let mut s = 99u64;
+    let (nh, hk, dk) = (6usize, 2usize, 64usize);
+    // (keys in the cache, query rows, mirror kept)
+    let jobs = [(40usize, 1usize, true), (300, 1, true), (17, 17, false), (90, 3, true), (64, 20, false)];
+    struct Cache {
+        kb: Vec<u8>,
+        vb: Vec<u8>,
+        #[cfg(target_arch = "x86_64")]
+        mirror: Option<TiledMirror>,
+        q: Vec<f32>,
+    }
+    let caches: Vec<Cache> = jobs
+        .iter()
+        .map(|&(n_kv, n_q, keep)| {
+            let mut kb = vec![0u8; n_kv * hk * dk * 2];
+            let mut vb = vec![0u8; n_kv * hk * dk * 2];
+            for b in kb.chunks_mut(dk * 2).chain(vb.chunks_mut(dk * 2)) {
+                let r: Vec<f32> = (0..dk).map(|_| rng(&mut s)).collect();
+                kv::store_row(GgmlType::F16, &r, b);
+            }
+            #[cfg(target_arch = "x86_64")]
+            let mirror = keep.then(|| {
+                let mut m = TiledMirror::new(hk, dk, dk);
+                m.update(GgmlType::F16, &kb, &vb, dk * 2, dk * 2, 0, n_kv);
+                m
+            });
+            let _ = keep;
+            let q = (0..n_q * nh * dk).map(|_| rng(&mut s)).collect();
+            #[cfg(target_arch = "x86_64")]
+            return Cache { kb, vb, mirror, q };
+            #[cfg(not(target_arch = "x86_64"))]
+            Cache { kb, vb, q }
+        })
+        .collect();
+    fn view_of(c: &Cache, hk: usize, dk: usize) -> KvView<'_> {
+        KvView {
+        ty: GgmlType::F16,
+        k: &c.kb,
+        v: &c.vb,
+        n_head_kv: hk,
+        head_dim_k: dk,
+        head_dim_v: dk,
+        #[cfg(target_arch = "x86_64")]
+        mirror: c.mirror.as_ref().map(|m| m.view()),
+        }
+    }
+    let view = |c| view_of(c, hk, dk);
+    let shape = |j: usize| AttnShape { n_q: jobs[j].1, q_pos0: jobs[j].0 - jobs[j].1, n_head: nh, scale: 0.125, window: if j == 3 { Some(50) } else { None } };
+    for d in [Dialect::Scalar, Dialect::Simd] {
+        let lone: Vec<Vec<f32>> = (0..jobs.len())
+            .map(|j| {
+                let mut out = vec![0f32; jobs[j].1 * nh * dk];
+                attention(d, &pool, AttnKind::Flash, &shape(j), &caches[j].q, &view(&caches[j]), &mut out).unwrap();
+                out
+            })
+            .collect();
+        let mut outs: Vec<Vec<f32>> = jobs.iter().map(|j| vec![0f32; j.1 * nh * dk]).collect();
+        let mut batch: Vec<AttnJob> = outs
+            .iter_mut()
+            .enumerate()
+            .map(|(j, out)| AttnJob { shape: shape(j), q: &caches[j].q, kv: view(&caches[j]), out })
+            .collect();
+        attention_batch(d, &pool, AttnKind::Flash, &mut batch).unwrap();
+        for j in 0..jobs.len() {
+            assert!(outs[j].iter().zip(&lone[j]).all(|(a, b)| a.to_bits() == b.to_bits()), "{d:?} job {j}");
+        }
+        let mut short = vec![0f32; 1];
+        let mut bad = [AttnJob { shape: shape(0), q: &caches[0].q, kv: view(&caches[0]), out: &mut short }];
+        assert!(attention_batch(d, &pool, AttnKind::Flash, &mut bad).is_err());
+    }
+}
