@@ -22,6 +22,9 @@ fn main() {
         _ => roofline::avx2_gflops(),
     };
     println!("int8 roofline ({}): {peak:.0} GFLOP/s", lse_kernels::simd::level().name());
+    if lse_kernels::simd::level() == lse_kernels::simd::Level::Avx2 {
+        println!("AVX2 Q8_0 x Q8_0 step alone (broadcast, sign, maddubs, madd, add): {:.0} GFLOP/s", roofline::avx2_q8_gflops());
+    }
     let pool = ThreadPool::new(1);
     let mut rng = Rng::new(3);
     for (t, n, k, m) in [

@@ -84,3 +84,35 @@ unsafe fn vnni_loop(buf: &[u8], reps: usize) -> i32 {
     }
     _mm512_reduce_add_epi32(t)
 }
+
+/// GFLOP/s of the AVX2 Q8_0 × Q8_0 step alone (no loads of weights, no scales): a broadcast
+/// 4-byte activation load, `vpsignb`, `vpmaddubsw`, `vpmaddwd`, `vpaddd` per 32 products — the
+/// ceiling of any exact 8-bit × 8-bit dot on AVX2 (a pair sum of two 8-bit products needs the
+/// full i16 range, so each `vpmaddubsw` needs its own widening).
+pub fn avx2_q8_gflops() -> f64 {
+    let buf: Vec<u8> = (0..BYTES + 64).map(|i| (i * 37 % 251) as u8).collect();
+    let reps = 20_000;
+    best_of(5, 2.0 * (reps * BYTES * 32) as f64, || unsafe { avx2_q8_loop(&buf, reps) })
+}
+
+/// Every 4 bytes read are broadcast against 4 weight registers: 4 × 32 byte products, 32 per byte.
+#[target_feature(enable = "avx2")]
+unsafe fn avx2_q8_loop(buf: &[u8], reps: usize) -> i32 {
+    let p = buf.as_ptr();
+    let ones = _mm256_set1_epi16(1);
+    let w: [__m256i; 4] = core::array::from_fn(|i| _mm256_set1_epi8(if i % 2 == 0 { 3 + i as i8 } else { -5 - i as i8 }));
+    let aw: [__m256i; 4] = core::array::from_fn(|i| _mm256_abs_epi8(w[i]));
+    let mut acc = [_mm256_setzero_si256(); 4];
+    for _ in 0..reps {
+        let p = black_box(p);
+        for o in (0..BYTES).step_by(4) {
+            let x = _mm256_set1_epi32((p.add(o) as *const i32).read_unaligned());
+            for i in 0..4 {
+                let s = _mm256_maddubs_epi16(aw[i], _mm256_sign_epi8(x, w[i]));
+                acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(s, ones));
+            }
+        }
+    }
+    let t = _mm256_add_epi32(_mm256_add_epi32(acc[0], acc[1]), _mm256_add_epi32(acc[2], acc[3]));
+    _mm256_extract_epi32::<0>(t)
+}
