@@ -198,12 +198,11 @@ fn check(s: &AttnShape, q: &[f32], kv: &KvView, out: &[f32]) -> Result<(usize, u
     Ok((kb, vb))
 }
 
-/// Whether the tiled AVX-512 flash kernel runs.
+/// Whether the tiled flash kernel runs (AVX-512 or AVX2, bit-identical).
 #[cfg(target_arch = "x86_64")]
 fn tiled_available(d: Dialect) -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    d == Dialect::Simd
-        && *ON.get_or_init(|| crate::simd::level() == crate::simd::Level::Avx512)
+    use crate::simd::{level, Level};
+    d == Dialect::Simd && matches!(level(), Level::Avx2 | Level::Avx512)
 }
 
 /// The keys the tiled kernel reads for `s`: from `lo` (a multiple of 16) on, `n_keys` of them.
@@ -352,9 +351,15 @@ fn tiled_task<E: tiled::Lanes>(
             // SAFETY: output row (i, h) belongs to this task only (h in group g, i in block b).
             outs[r] = unsafe { std::slice::from_raw_parts_mut(op.0.add((i * s.n_head + h) * dv), dv) };
         }
-        // SAFETY: the CPU has AVX-512F (tiled_available); dk, dv are multiples of 16; the
-        // panels cover every key up to the last query's position.
-        unsafe { tiled::micro_tile(&rows, kt_g, v_g, dk, dv, s.scale, &mut acc, &mut outs) };
+        // SAFETY: the CPU has the level's instructions (tiled_available); dk, dv are multiples
+        // of 16; the panels cover every key up to the last query's position.
+        unsafe {
+            if crate::simd::level() == crate::simd::Level::Avx512 {
+                tiled::micro_tile_avx512(&rows, kt_g, v_g, dk, dv, s.scale, &mut acc, &mut outs)
+            } else {
+                tiled::micro_tile_avx2(&rows, kt_g, v_g, dk, dv, s.scale, &mut acc, &mut outs)
+            }
+        };
         r0 += n;
     }
 }

@@ -1,4 +1,5 @@
-//! Flash attention tiled over queries and keys (AVX-512F): a micro-tile of [`RM`] query rows
+//! Flash attention tiled over queries and keys (AVX-512F, or AVX2 on two registers per 16 lanes,
+//! bit-identical): a micro-tile of [`RM`] query rows
 //! (query position × head of one KV group) against panels of 16 keys. K is stored transposed per
 //! panel (`kt[panel][d][16]`), so the 16 scores of a row are one vector of FMAs with the query
 //! element broadcast; `P·V` adds each key's V row scaled by the broadcast probability into the
@@ -18,22 +19,188 @@ pub(crate) const KP: usize = 16;
 /// as they load (exact: the same f32 values a conversion beforehand would give).
 pub(crate) trait Lanes: Copy + Sync {
     /// # Safety
-    /// `p` must point at 16 readable values; the CPU must have AVX-512F.
-    unsafe fn load16(p: *const Self) -> __m512;
+    /// `p` must point at 16 readable values; the CPU must have `V`'s instructions.
+    unsafe fn load16<V: V16>(p: *const Self) -> V;
 }
 
 impl Lanes for f32 {
     #[inline(always)]
-    unsafe fn load16(p: *const f32) -> __m512 {
-        _mm512_loadu_ps(p)
+    unsafe fn load16<V: V16>(p: *const f32) -> V {
+        V::load(p)
     }
 }
 
 impl Lanes for u16 {
     #[inline(always)]
-    unsafe fn load16(p: *const u16) -> __m512 {
-        _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i))
+    unsafe fn load16<V: V16>(p: *const u16) -> V {
+        V::load_f16(p)
     }
+}
+
+/// 16 f32 lanes: one AVX-512 register or two AVX2 ones. Every operation is per lane (the same
+/// rounding either way), and the two reductions run in one fixed order, so both ISAs give
+/// bit-identical results.
+pub(crate) trait V16: Copy {
+    /// Output columns one pass of `P·V` keeps in registers (`RM` rows of them).
+    const COLS: usize;
+    unsafe fn zero() -> Self;
+    unsafe fn splat(x: f32) -> Self;
+    unsafe fn load(p: *const f32) -> Self;
+    unsafe fn load_f16(p: *const u16) -> Self;
+    unsafe fn store(self, p: *mut f32);
+    /// `a·b + c`, fused.
+    unsafe fn fmadd(a: Self, b: Self, c: Self) -> Self;
+    unsafe fn mul(a: Self, b: Self) -> Self;
+    unsafe fn sub(a: Self, b: Self) -> Self;
+    unsafe fn exp(self) -> Self;
+    /// Lanes `a..=b` kept, the others −∞.
+    unsafe fn keep(self, a: usize, b: usize) -> Self;
+    unsafe fn max(self) -> f32;
+    /// Σ of the lanes in f64: lane i + lane i+8, then i + i+4, then i + i+2, then the two.
+    unsafe fn sum_f64(self) -> f64;
+}
+
+#[derive(Clone, Copy)]
+pub(crate) struct Zmm(__m512);
+
+impl V16 for Zmm {
+    const COLS: usize = 64;
+    #[inline(always)]
+    unsafe fn zero() -> Self {
+        Zmm(_mm512_setzero_ps())
+    }
+    #[inline(always)]
+    unsafe fn splat(x: f32) -> Self {
+        Zmm(_mm512_set1_ps(x))
+    }
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> Self {
+        Zmm(_mm512_loadu_ps(p))
+    }
+    #[inline(always)]
+    unsafe fn load_f16(p: *const u16) -> Self {
+        Zmm(_mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i)))
+    }
+    #[inline(always)]
+    unsafe fn store(self, p: *mut f32) {
+        _mm512_storeu_ps(p, self.0)
+    }
+    #[inline(always)]
+    unsafe fn fmadd(a: Self, b: Self, c: Self) -> Self {
+        Zmm(_mm512_fmadd_ps(a.0, b.0, c.0))
+    }
+    #[inline(always)]
+    unsafe fn mul(a: Self, b: Self) -> Self {
+        Zmm(_mm512_mul_ps(a.0, b.0))
+    }
+    #[inline(always)]
+    unsafe fn sub(a: Self, b: Self) -> Self {
+        Zmm(_mm512_sub_ps(a.0, b.0))
+    }
+    #[inline(always)]
+    unsafe fn exp(self) -> Self {
+        Zmm(crate::vexp::exp16(self.0))
+    }
+    #[inline(always)]
+    unsafe fn keep(self, a: usize, b: usize) -> Self {
+        let m = ((1u32 << (b + 1)) - 1) & !((1u32 << a) - 1);
+        Zmm(_mm512_mask_mov_ps(_mm512_set1_ps(f32::NEG_INFINITY), m as __mmask16, self.0))
+    }
+    #[inline(always)]
+    unsafe fn max(self) -> f32 {
+        _mm512_reduce_max_ps(self.0)
+    }
+    #[inline(always)]
+    unsafe fn sum_f64(self) -> f64 {
+        let lo = _mm512_cvtps_pd(_mm512_castps512_ps256(self.0));
+        let hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(self.0))));
+        let d = _mm512_add_pd(lo, hi);
+        let t = _mm256_add_pd(_mm512_castpd512_pd256(d), _mm512_extractf64x4_pd::<1>(d));
+        sum4(t)
+    }
+}
+
+#[derive(Clone, Copy)]
+pub(crate) struct Ymm2(__m256, __m256);
+
+impl V16 for Ymm2 {
+    const COLS: usize = 16;
+    #[inline(always)]
+    unsafe fn zero() -> Self {
+        Ymm2(_mm256_setzero_ps(), _mm256_setzero_ps())
+    }
+    #[inline(always)]
+    unsafe fn splat(x: f32) -> Self {
+        let v = _mm256_set1_ps(x);
+        Ymm2(v, v)
+    }
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> Self {
+        Ymm2(_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8)))
+    }
+    #[inline(always)]
+    unsafe fn load_f16(p: *const u16) -> Self {
+        Ymm2(
+            _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i)),
+            _mm256_cvtph_ps(_mm_loadu_si128(p.add(8) as *const __m128i)),
+        )
+    }
+    #[inline(always)]
+    unsafe fn store(self, p: *mut f32) {
+        _mm256_storeu_ps(p, self.0);
+        _mm256_storeu_ps(p.add(8), self.1);
+    }
+    #[inline(always)]
+    unsafe fn fmadd(a: Self, b: Self, c: Self) -> Self {
+        Ymm2(_mm256_fmadd_ps(a.0, b.0, c.0), _mm256_fmadd_ps(a.1, b.1, c.1))
+    }
+    #[inline(always)]
+    unsafe fn mul(a: Self, b: Self) -> Self {
+        Ymm2(_mm256_mul_ps(a.0, b.0), _mm256_mul_ps(a.1, b.1))
+    }
+    #[inline(always)]
+    unsafe fn sub(a: Self, b: Self) -> Self {
+        Ymm2(_mm256_sub_ps(a.0, b.0), _mm256_sub_ps(a.1, b.1))
+    }
+    #[inline(always)]
+    unsafe fn exp(self) -> Self {
+        Ymm2(crate::vexp::exp8(self.0), crate::vexp::exp8(self.1))
+    }
+    #[inline(always)]
+    unsafe fn keep(self, a: usize, b: usize) -> Self {
+        let (lo, hi) = (_mm256_set1_epi32(a as i32 - 1), _mm256_set1_epi32(b as i32 + 1));
+        let inf = _mm256_set1_ps(f32::NEG_INFINITY);
+        let pick = |idx: __m256i, v: __m256| {
+            let m = _mm256_and_si256(_mm256_cmpgt_epi32(idx, lo), _mm256_cmpgt_epi32(hi, idx));
+            _mm256_blendv_ps(inf, v, _mm256_castsi256_ps(m))
+        };
+        Ymm2(
+            pick(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), self.0),
+            pick(_mm256_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15), self.1),
+        )
+    }
+    #[inline(always)]
+    unsafe fn max(self) -> f32 {
+        let m = _mm256_max_ps(self.0, self.1);
+        let m = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps::<1>(m));
+        let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+        _mm_cvtss_f32(_mm_max_ss(m, _mm_shuffle_ps::<1>(m, m)))
+    }
+    #[inline(always)]
+    unsafe fn sum_f64(self) -> f64 {
+        let cvt = |v: __m256| (_mm256_cvtps_pd(_mm256_castps256_ps128(v)), _mm256_cvtps_pd(_mm256_extractf128_ps::<1>(v)));
+        let ((a0, a1), (b0, b1)) = (cvt(self.0), cvt(self.1));
+        // lanes 0..3 and 4..7 each plus their partner 8 lanes on
+        let (d0, d1) = (_mm256_add_pd(a0, b0), _mm256_add_pd(a1, b1));
+        sum4(_mm256_add_pd(d0, d1))
+    }
+}
+
+/// `(t0 + t2) + (t1 + t3)`.
+#[inline(always)]
+unsafe fn sum4(t: __m256d) -> f64 {
+    let u = _mm_add_pd(_mm256_castpd256_pd128(t), _mm256_extractf128_pd::<1>(t));
+    _mm_cvtsd_f64(_mm_add_sd(u, _mm_unpackhi_pd(u, u)))
 }
 
 /// One micro-tile's rows.
@@ -47,16 +214,54 @@ pub(crate) struct Rows<'a> {
     pub n: usize,
 }
 
-/// Runs the micro-tile: `kt` the transposed K panels of this KV head (`dk·16` values each),
-/// `v` its V rows (`dv` values each, rows up to a whole number of panels), writes row `r`'s
-/// output to `out[r]` (dv floats). `acc` is scratch of at least `RM·dv` floats.
+/// Runs the micro-tile with AVX-512 (see [`tile`]).
 ///
 /// # Safety
-/// The CPU must have AVX-512F; `dk` and `dv` multiples of 16; the panels must cover
-/// `max(last) + 1` keys.
+/// As [`tile`]; the CPU must have AVX-512F.
 #[target_feature(enable = "avx512f,avx2,fma")]
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn micro_tile<E: Lanes>(
+pub(crate) unsafe fn micro_tile_avx512<E: Lanes>(
+    rows: &Rows,
+    kt: &[E],
+    v: &[E],
+    dk: usize,
+    dv: usize,
+    scale: f32,
+    acc: &mut [f32],
+    out: &mut [&mut [f32]; RM],
+) {
+    tile::<Zmm, E>(rows, kt, v, dk, dv, scale, acc, out)
+}
+
+/// Runs the micro-tile with AVX2 (see [`tile`]); bit-identical to [`micro_tile_avx512`].
+///
+/// # Safety
+/// As [`tile`]; the CPU must have AVX2 and FMA.
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn micro_tile_avx2<E: Lanes>(
+    rows: &Rows,
+    kt: &[E],
+    v: &[E],
+    dk: usize,
+    dv: usize,
+    scale: f32,
+    acc: &mut [f32],
+    out: &mut [&mut [f32]; RM],
+) {
+    tile::<Ymm2, E>(rows, kt, v, dk, dv, scale, acc, out)
+}
+
+/// The micro-tile: `kt` the transposed K panels of this KV head (`dk·16` values each), `v` its
+/// V rows (`dv` values each, rows up to a whole number of panels), writes row `r`'s output to
+/// `out[r]` (dv floats). `acc` is scratch of at least `RM·dv` floats.
+///
+/// # Safety
+/// The CPU must have `V`'s instructions; `dk` and `dv` multiples of 16; the panels must cover
+/// `max(last) + 1` keys.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn tile<V: V16, E: Lanes>(
     rows: &Rows,
     kt: &[E],
     v: &[E],
@@ -74,117 +279,107 @@ pub(crate) unsafe fn micro_tile<E: Lanes>(
     let lmax = rows.last[..n].iter().copied().max().unwrap_or(0);
     let fmin = rows.first[..n].iter().copied().min().unwrap_or(0);
     let (p0, p1) = (fmin / KP, lmax / KP + 1);
-    let lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    let vscale = _mm512_set1_ps(scale);
+    let vscale = V::splat(scale);
     let mut pbuf = [[0f32; KP]; RM];
     for p in p0..p1 {
         let kp = kt.as_ptr().add(p * dk * KP);
         // scores
-        let mut s = [_mm512_setzero_ps(); RM];
+        let mut s = [V::zero(); RM];
         for d in 0..dk {
-            let kv = E::load16(kp.add(d * KP));
+            let kv: V = E::load16(kp.add(d * KP));
             for r in 0..RM {
                 if r < n {
-                    s[r] = _mm512_fmadd_ps(_mm512_set1_ps(*rows.q[r].get_unchecked(d)), kv, s[r]);
+                    s[r] = V::fmadd(V::splat(*rows.q[r].get_unchecked(d)), kv, s[r]);
                 }
             }
         }
-        let key = _mm512_add_epi32(lane, _mm512_set1_epi32((p * KP) as i32));
         let mut live = [false; RM];
         for r in 0..n {
-            // visible: first[r] <= key <= last[r]
-            let vis = _mm512_cmple_epi32_mask(key, _mm512_set1_epi32(rows.last[r] as i32))
-                & _mm512_cmpge_epi32_mask(key, _mm512_set1_epi32(rows.first[r] as i32));
-            if vis == 0 {
+            // visible: first[r] <= p·16 + lane <= last[r]
+            let (k0, k1) = (p * KP, p * KP + KP - 1);
+            if rows.last[r] < k0 || rows.first[r] > k1 {
                 pbuf[r] = [0.0; KP];
                 continue;
             }
             live[r] = true;
-            let sc = _mm512_mask_mov_ps(
-                _mm512_set1_ps(f32::NEG_INFINITY),
-                vis,
-                _mm512_mul_ps(s[r], vscale),
-            );
-            let mx = _mm512_reduce_max_ps(sc);
+            let (a, b) = (rows.first[r].max(k0) - k0, rows.last[r].min(k1) - k0);
+            let sc = V::mul(s[r], vscale).keep(a, b);
+            let mx = sc.max();
             if mx > m[r] {
                 if l[r] > 0.0 {
                     let alpha = (m[r] - mx).exp();
                     l[r] *= alpha as f64;
-                    let va = _mm512_set1_ps(alpha);
-                    let a = acc.as_mut_ptr().add(r * dv);
+                    let va = V::splat(alpha);
+                    let ap = acc.as_mut_ptr().add(r * dv);
                     for c in (0..dv).step_by(16) {
-                        _mm512_storeu_ps(a.add(c), _mm512_mul_ps(_mm512_loadu_ps(a.add(c)), va));
+                        V::mul(V::load(ap.add(c)), va).store(ap.add(c));
                     }
                 }
                 m[r] = mx;
             }
-            let e = crate::vexp::exp16(_mm512_sub_ps(sc, _mm512_set1_ps(m[r])));
-            // f64 sum of the 16 probabilities
-            let lo = _mm512_cvtps_pd(_mm512_castps512_ps256(e));
-            let hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(e))));
-            l[r] += _mm512_reduce_add_pd(_mm512_add_pd(lo, hi));
-            _mm512_storeu_ps(pbuf[r].as_mut_ptr(), e);
+            let e = V::sub(sc, V::splat(m[r])).exp();
+            l[r] += e.sum_f64();
+            e.store(pbuf[r].as_mut_ptr());
         }
         if !live.iter().any(|&x| x) {
             continue;
         }
-        // acc[r] += Σ_j P[r][j] · V[p·16 + j], 64 columns at a time
+        // acc[r] += Σ_j P[r][j] · V[p·16 + j], V::COLS columns at a time
         let vp = v.as_ptr().add(p * KP * dv);
         let mut c = 0;
-        while c + 64 <= dv {
-            let mut a = [[_mm512_setzero_ps(); 4]; RM];
-            for r in 0..n {
-                let ap = acc.as_ptr().add(r * dv + c);
-                for u in 0..4 {
-                    a[r][u] = _mm512_loadu_ps(ap.add(16 * u));
-                }
-            }
-            for j in 0..KP {
-                let vr = vp.add(j * dv + c);
-                let v4 = [E::load16(vr), E::load16(vr.add(16)), E::load16(vr.add(32)), E::load16(vr.add(48))];
-                for r in 0..RM {
-                    if r < n {
-                        let pj = _mm512_set1_ps(pbuf[r][j]);
-                        for u in 0..4 {
-                            a[r][u] = _mm512_fmadd_ps(pj, v4[u], a[r][u]);
-                        }
-                    }
-                }
-            }
-            for r in 0..n {
-                let ap = acc.as_mut_ptr().add(r * dv + c);
-                for u in 0..4 {
-                    _mm512_storeu_ps(ap.add(16 * u), a[r][u]);
-                }
-            }
+        while c + 64 <= dv && V::COLS == 64 {
+            pv_block::<V, E, 4>(&pbuf, n, vp, dv, c, acc);
             c += 64;
         }
         while c < dv {
-            let mut a = [_mm512_setzero_ps(); RM];
-            for r in 0..n {
-                a[r] = _mm512_loadu_ps(acc.as_ptr().add(r * dv + c));
-            }
-            for j in 0..KP {
-                let vv = E::load16(vp.add(j * dv + c));
-                for r in 0..RM {
-                    if r < n {
-                        a[r] = _mm512_fmadd_ps(_mm512_set1_ps(pbuf[r][j]), vv, a[r]);
-                    }
-                }
-            }
-            for r in 0..n {
-                _mm512_storeu_ps(acc.as_mut_ptr().add(r * dv + c), a[r]);
-            }
+            pv_block::<V, E, 1>(&pbuf, n, vp, dv, c, acc);
             c += 16;
         }
     }
     for r in 0..n {
         let inv = if l[r] > 0.0 { (1.0 / l[r]) as f32 } else { 0.0 };
-        let vi = _mm512_set1_ps(inv);
-        let a = acc.as_ptr().add(r * dv);
+        let vi = V::splat(inv);
+        let ap = acc.as_ptr().add(r * dv);
         let o = out[r].as_mut_ptr();
         for c in (0..dv).step_by(16) {
-            _mm512_storeu_ps(o.add(c), _mm512_mul_ps(_mm512_loadu_ps(a.add(c)), vi));
+            V::mul(V::load(ap.add(c)), vi).store(o.add(c));
+        }
+    }
+}
+
+/// `acc[r][c .. c + 16·U] += Σ_j pbuf[r][j] · V[j][c ..]` for the tile's rows, keys in order.
+#[inline(always)]
+unsafe fn pv_block<V: V16, E: Lanes, const U: usize>(
+    pbuf: &[[f32; KP]; RM],
+    n: usize,
+    vp: *const E,
+    dv: usize,
+    c: usize,
+    acc: &mut [f32],
+) {
+    let mut a = [[V::zero(); U]; RM];
+    for r in 0..n {
+        let ap = acc.as_ptr().add(r * dv + c);
+        for u in 0..U {
+            a[r][u] = V::load(ap.add(16 * u));
+        }
+    }
+    for j in 0..KP {
+        let vr = vp.add(j * dv + c);
+        let vv: [V; U] = core::array::from_fn(|u| E::load16(vr.add(16 * u)));
+        for r in 0..RM {
+            if r < n {
+                let pj = V::splat(pbuf[r][j]);
+                for u in 0..U {
+                    a[r][u] = V::fmadd(pj, vv[u], a[r][u]);
+                }
+            }
+        }
+    }
+    for r in 0..n {
+        let ap = acc.as_mut_ptr().add(r * dv + c);
+        for u in 0..U {
+            a[r][u].store(ap.add(16 * u));
         }
     }
 }
