@@ -22,6 +22,9 @@ fn main() {
         _ => roofline::avx2_gflops(),
     };
     println!("int8 roofline ({}): {peak:.0} GFLOP/s", lse_kernels::simd::level().name());
+    if let (lse_kernels::simd::Level::Avx512, Some(g)) = (lse_kernels::simd::level(), roofline::vnni_block_gflops()) {
+        println!("VNNI 32-element block step alone (8 dpbusd + cvt, mul, fma): {g:.0} GFLOP/s");
+    }
     if lse_kernels::simd::level() == lse_kernels::simd::Level::Avx2 {
         println!("AVX2 Q8_0 x Q8_0 step alone (broadcast, sign, maddubs, madd, add): {:.0} GFLOP/s", roofline::avx2_q8_gflops());
     }

@@ -116,3 +116,40 @@ unsafe fn avx2_q8_loop(buf: &[u8], reps: usize) -> i32 {
     let t = _mm256_add_epi32(_mm256_add_epi32(acc[0], acc[1]), _mm256_add_epi32(acc[2], acc[3]));
     _mm256_extract_epi32::<0>(t)
 }
+
+/// GFLOP/s of the VNNI block step alone: per 32-element block and activation row, the 8
+/// `vpdpbusd` of 16 weight rows and the f32 epilogue every llama.cpp block format needs (convert
+/// the i32 sums, scale by weight × activation scale, accumulate: `vcvtdq2ps`, `vmulps`, `vfmadd`),
+/// on registers and L1 bytes only — the ceiling of a 32-element-block kernel (`None` without VNNI).
+pub fn vnni_block_gflops() -> Option<f64> {
+    if !(is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vnni")) {
+        return None;
+    }
+    let buf: Vec<u8> = (0..BYTES + 256).map(|i| (i * 37 % 251) as u8).collect();
+    let reps = 20_000;
+    // per 32 bytes read: 4 rows x 8 dpbusd x 64 products
+    Some(best_of(5, 2.0 * (reps * BYTES / 32 * 4 * 8 * 64) as f64, || unsafe { vnni_block_loop(&buf, reps) }))
+}
+
+#[target_feature(enable = "avx512f,avx512vnni")]
+unsafe fn vnni_block_loop(buf: &[u8], reps: usize) -> i32 {
+    let p = buf.as_ptr();
+    let w: [__m512i; 8] = core::array::from_fn(|i| _mm512_set1_epi8(1 + i as i8));
+    let dw = _mm512_set1_ps(0.5);
+    let mut facc = [_mm512_setzero_ps(); 4];
+    for _ in 0..reps {
+        let p = black_box(p);
+        for o in (0..BYTES).step_by(32) {
+            for (j, f) in facc.iter_mut().enumerate() {
+                let mut ia = _mm512_setzero_si512();
+                for (t, wt) in w.iter().enumerate() {
+                    ia = _mm512_dpbusd_epi32(ia, *wt, _mm512_set1_epi32((p.add(o + 32 * j + 4 * t) as *const i32).read_unaligned()));
+                }
+                let dx = _mm512_set1_ps((p.add(o + 32 * j) as *const f32).read_unaligned());
+                *f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), _mm512_mul_ps(dw, dx), *f);
+            }
+        }
+    }
+    let t = _mm512_add_ps(_mm512_add_ps(facc[0], facc[1]), _mm512_add_ps(facc[2], facc[3]));
+    _mm512_reduce_add_ps(t) as i32
+}
