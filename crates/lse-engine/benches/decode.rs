@@ -2,7 +2,8 @@
 //! `cargo bench -p lse-engine --bench decode`. For each session count S in 1, 4, 8, 16: S sessions
 //! each prefill a 512-token prompt, then decode 128 tokens together (one batched forward per step,
 //! greedy); prints prefill and aggregate decode tokens/s. `LSE_BENCH_MODEL` (smollm2, gemma3,
-//! qwen25coder), `LSE_BENCH_THREADS` (2) and `LSE_BENCH_SESSIONS` ("1,4,8,16") choose the run.
+//! qwen25coder), `LSE_BENCH_THREADS` (2), `LSE_BENCH_SESSIONS` ("1,4,8,16") and `LSE_BENCH_SIMD`
+//! (the kernel level, e.g. avx2) choose the run.
 //! For one session it also prints the weight bytes a step streams (the packed matrices, LM head
 //! included), the GB/s that makes, and this machine's read bandwidth on the same threads: the
 //! memory-bound speed is bandwidth / bytes per step.
@@ -19,7 +20,8 @@ fn main() {
         .split(',')
         .filter_map(|s| s.trim().parse().ok())
         .collect();
-    let opts = EngineOptions { threads, kv_len: Some(1024), ..Default::default() };
+    let simd = std::env::var("LSE_BENCH_SIMD").ok().map(|s| lse_engine::parse_simd_level(&s).expect("LSE_BENCH_SIMD: avx512, avx2 or scalar"));
+    let opts = EngineOptions { threads, kv_len: Some(1024), simd, ..Default::default() };
     let engine = Engine::load(&path, opts).unwrap();
     let v = engine.n_vocab() as u32;
     let request = |k: usize| GenerateRequest {
