@@ -26,6 +26,10 @@ pub(super) unsafe fn tile<const NIB: bool, const MIN: bool, const MR: usize>(a: 
                 _mm512_set1_epi32((a.x.add(j * xs + so) as *const i32).read_unaligned())
             }
         });
+        // With few rows, one chain of dependent vpdpbusd per row would bound a block by their
+        // latency: a second set of sums (integer, so the result is the same) halves the chain.
+        let mut ib = [_mm512_setzero_si512(); MR];
+        let two = MR <= 2;
         if NIB {
             for t in 0..4 {
                 let v = _mm512_loadu_si512(wb.add(64 * t) as *const _);
@@ -35,15 +39,22 @@ pub(super) unsafe fn tile<const NIB: bool, const MIN: bool, const MR: usize>(a: 
                     ia[j] = _mm512_dpbusd_epi32(ia[j], lo, bx(xb.add(j * xs + 4 * t)));
                 }
                 for j in 0..MR {
-                    ia[j] = _mm512_dpbusd_epi32(ia[j], hi, bx(xb.add(j * xs + 16 + 4 * t)));
+                    let acc = if two { &mut ib[j] } else { &mut ia[j] };
+                    *acc = _mm512_dpbusd_epi32(*acc, hi, bx(xb.add(j * xs + 16 + 4 * t)));
                 }
             }
         } else {
             for t in 0..8 {
                 let v = _mm512_loadu_si512(wb.add(64 * t) as *const _);
                 for j in 0..MR {
-                    ia[j] = _mm512_dpbusd_epi32(ia[j], v, bx(xb.add(j * xs + 4 * t)));
+                    let acc = if two && t % 2 == 1 { &mut ib[j] } else { &mut ia[j] };
+                    *acc = _mm512_dpbusd_epi32(*acc, v, bx(xb.add(j * xs + 4 * t)));
                 }
+            }
+        }
+        if two {
+            for j in 0..MR {
+                ia[j] = _mm512_add_epi32(ia[j], ib[j]);
             }
         }
         let dw = _mm512_loadu_ps(wb.add(qb) as *const f32);
