@@ -55,6 +55,10 @@ impl std::fmt::Debug for PackedMatrix {
     }
 }
 
+/// The types with packed kernels.
+pub const PACKED_TYPES: [GgmlType; 7] =
+    [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K];
+
 /// (4-bit storage, Q8_1 family, SH) of a packable type. Q4_K packs like Q4_1 (every 32-element
 /// sub-block gets its f32 scale `d·sc` and min `−dmin·m`), Q6_K like Q8_0 with a scale per 16
 /// elements (`d·sc`, two per block, the second in the `m` slot); both read Q8_K activations (see

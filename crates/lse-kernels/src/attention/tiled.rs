@@ -214,43 +214,38 @@ pub(crate) struct Rows<'a> {
     pub n: usize,
 }
 
-/// Runs the micro-tile with AVX-512 (see [`tile`]).
-///
-/// # Safety
-/// As [`tile`]; the CPU must have AVX-512F.
-#[target_feature(enable = "avx512f,avx2,fma")]
-#[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn micro_tile_avx512<E: Lanes>(
-    rows: &Rows,
-    kt: &[E],
-    v: &[E],
-    dk: usize,
-    dv: usize,
-    scale: f32,
-    acc: &mut [f32],
-    out: &mut [&mut [f32]; RM],
-) {
-    tile::<Zmm, E>(rows, kt, v, dk, dv, scale, acc, out)
+/// The micro-tile's entry points, one per ISA: the same [`tile`] compiled with that ISA's features.
+macro_rules! entry {
+    ($(#[$doc:meta])* $name:ident, $features:literal, $v:ty) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// As [`tile`]; the CPU must have the features named in the attribute.
+        #[target_feature(enable = $features)]
+        #[allow(clippy::too_many_arguments)]
+        pub(crate) unsafe fn $name<E: Lanes>(
+            rows: &Rows,
+            kt: &[E],
+            v: &[E],
+            dk: usize,
+            dv: usize,
+            scale: f32,
+            acc: &mut [f32],
+            out: &mut [&mut [f32]; RM],
+        ) {
+            tile::<$v, E>(rows, kt, v, dk, dv, scale, acc, out)
+        }
+    };
 }
 
-/// Runs the micro-tile with AVX2 (see [`tile`]); bit-identical to [`micro_tile_avx512`].
-///
-/// # Safety
-/// As [`tile`]; the CPU must have AVX2 and FMA.
-#[target_feature(enable = "avx2,fma")]
-#[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn micro_tile_avx2<E: Lanes>(
-    rows: &Rows,
-    kt: &[E],
-    v: &[E],
-    dk: usize,
-    dv: usize,
-    scale: f32,
-    acc: &mut [f32],
-    out: &mut [&mut [f32]; RM],
-) {
-    tile::<Ymm2, E>(rows, kt, v, dk, dv, scale, acc, out)
-}
+entry!(
+    /// Runs the micro-tile with AVX-512 (see [`tile`]).
+    micro_tile_avx512, "avx512f,avx2,fma", Zmm
+);
+entry!(
+    /// Runs the micro-tile with AVX2 (see [`tile`]); bit-identical to [`micro_tile_avx512`].
+    micro_tile_avx2, "avx2,fma", Ymm2
+);
 
 /// The micro-tile: `kt` the transposed K panels of this KV head (`dk·16` values each), `v` its
 /// V rows (`dv` values each, rows up to a whole number of panels), writes row `r`'s output to

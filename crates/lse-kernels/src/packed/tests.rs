@@ -1,18 +1,9 @@
 //! The AVX2 tile against the VNNI tile, bit for bit, on random and on extreme blocks (every
 //! quant at its largest magnitude, activations all ±max: the i16 bounds of `avx2.rs`).
 
-use super::PackedMatrix;
+use super::{PackedMatrix, PACKED_TYPES};
 use crate::{matmul_packed, GgmlType, ThreadPool};
 
-const TYPES: [GgmlType; 7] = [
-    GgmlType::Q4_0,
-    GgmlType::Q4_1,
-    GgmlType::Q5_0,
-    GgmlType::Q5_1,
-    GgmlType::Q8_0,
-    GgmlType::Q4_K,
-    GgmlType::Q6_K,
-];
 
 struct Lcg(u64);
 impl Lcg {
@@ -75,7 +66,7 @@ fn avx2_tile_equals_vnni_tile() {
     }
     let pool = ThreadPool::new(2);
     let mut rng = Lcg(5);
-    for t in TYPES {
+    for t in PACKED_TYPES {
         for extreme in [false, true] {
             for (n, m, k) in [(16usize, 1usize, 256usize), (37, 9, 512), (13, 5, 256), (24, 8, 768), (48, 19, 256)] {
                 let w = weights(&mut rng, t, n, k, extreme);

@@ -3,15 +3,7 @@
 use crate::common::*;
 use lse_kernels::{matmul, matmul_packed, packable, Dialect, GgmlType, PackedMatrix, ThreadPool};
 
-pub const PACKED: &[GgmlType] = &[
-    GgmlType::Q4_0,
-    GgmlType::Q4_1,
-    GgmlType::Q5_0,
-    GgmlType::Q5_1,
-    GgmlType::Q8_0,
-    GgmlType::Q4_K,
-    GgmlType::Q6_K,
-];
+pub const PACKED: &[GgmlType] = &lse_kernels::packed::PACKED_TYPES;
 
 /// Every quant at its largest magnitude and activations all ±1 (quantized to ±127): the
 /// largest integer sums a block can have (the AVX2 tile's i16 bounds).
