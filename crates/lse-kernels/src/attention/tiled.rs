@@ -244,7 +244,7 @@ entry!(
 );
 entry!(
     /// Runs the micro-tile with AVX2 (see [`tile`]); bit-identical to [`micro_tile_avx512`].
-    micro_tile_avx2, "avx2,fma", Ymm2
+    micro_tile_avx2, "avx2,fma,f16c", Ymm2
 );
 
 /// The micro-tile: `kt` the transposed K panels of this KV head (`dk·16` values each), `v` its
