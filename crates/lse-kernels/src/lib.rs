@@ -19,6 +19,7 @@ pub mod act;
 pub mod attention;
 mod fp;
 mod matmul;
+mod matmul_packed;
 pub mod packed;
 mod pool;
 pub mod quant;
@@ -29,7 +30,8 @@ mod vexp;
 
 pub use fp::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
 pub use lse_gguf::GgmlType;
-pub use matmul::{matmul, matmul_packed, matmul_packed_cols};
+pub use matmul::matmul;
+pub use matmul_packed::{matmul_packed, matmul_packed_cols, matmul_packed_many};
 pub use packed::{packable, PackedMatrix};
 pub use pool::ThreadPool;
 

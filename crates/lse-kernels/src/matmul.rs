@@ -13,12 +13,12 @@ use lse_gguf::GgmlType;
 use std::cell::RefCell;
 
 /// Target bytes of weights per task range (fits L2 next to the activations in flight).
-const RANGE_BYTES: usize = 64 * 1024;
+pub(crate) const RANGE_BYTES: usize = 64 * 1024;
 /// Below this many multiply-adds a matmul runs on the calling thread alone.
-const SMALL_WORK: usize = 1 << 16;
+pub(crate) const SMALL_WORK: usize = 1 << 16;
 
 thread_local! {
-    static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    pub(crate) static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
 #[derive(Clone, Copy)]
@@ -150,7 +150,7 @@ pub fn matmul(
 
 #[allow(clippy::too_many_arguments)]
 /// Converts the `m` activation rows into `qx` (one row of `xrb` bytes each), in parallel.
-fn quantize_rows(
+pub(crate) fn quantize_rows(
     pool: &ThreadPool,
     level: simd::Level,
     layout: simd::ActLayout,
@@ -252,112 +252,11 @@ fn run_tiles(
     }
 }
 
-/// `y[m][n] = Σ_k x[m][k]·W[n][k]` for a packed `W` (see [`crate::packed`]).
-pub fn matmul_packed(
-    pool: &ThreadPool,
-    p: &crate::packed::PackedMatrix,
-    x: &[f32],
-    m: usize,
-    y: &mut [f32],
-) {
-    matmul_packed_cols(pool, p, x, m, 0..p.n(), y)
-}
-
-/// Columns `cols` of the packed product: `y[m][cols.len()]`, `y[i][j] = Σ_k x[i][k]·W[cols.start + j][k]`.
-/// `cols.start` must be a multiple of [`crate::packed::PNR`]; each output equals the full product's.
-pub fn matmul_packed_cols(
-    pool: &ThreadPool,
-    p: &crate::packed::PackedMatrix,
-    x: &[f32],
-    m: usize,
-    cols: std::ops::Range<usize>,
-    y: &mut [f32],
-) {
-    use crate::packed::{PMR, PNR};
-    let k = p.k();
-    assert!(cols.start % PNR == 0 && cols.start <= cols.end && cols.end <= p.n(), "matmul_packed: columns {cols:?} of {}", p.n());
-    let (c_first, n) = (cols.start, cols.end - cols.start);
-    assert!(x.len() >= m * k, "matmul_packed: activations too short");
-    assert!(y.len() >= m * n, "matmul_packed: output too short");
-    if n == 0 || m == 0 {
-        return;
-    }
-    let dt = if p.min() { DotType::Q8_1 } else { DotType::Q8_0 };
-    let layout = simd::ActLayout::Split32;
-    let xrb = simd::act_row_bytes(layout, dt, k) + if p.sub16() { 4 * (k / 32) } else { 0 };
-    let level = simd::level();
-    SCRATCH.with(|s| {
-        let mut buf = s.borrow_mut();
-        if buf.len() < m * xrb {
-            buf.resize(m * xrb, 0);
-        }
-        let qx = &mut buf[..m * xrb];
-        if p.q8k_activations() {
-            quantize_rows_q8k_split(pool, level, x, k, m, qx, xrb, p.sub16());
-        } else {
-            quantize_rows(pool, level, layout, dt, x, k, m, qx, xrb);
-        }
-        p.fold_corrections(qx, m, xrb);
-        let qx = &*qx;
-        let threads = pool.threads();
-        let ng = n.div_ceil(PNR);
-        let gb = p.group_bytes();
-        let mut gpt = (RANGE_BYTES / gb.max(1)).clamp(1, 64);
-        let mut m_chunk = m;
-        if m * n * k < SMALL_WORK || threads == 1 {
-            gpt = if m * n * k < SMALL_WORK { ng } else { gpt };
-        } else {
-            let want = threads * 4;
-            gpt = gpt.min(ng.div_ceil(want)).max(1);
-            let gt = ng.div_ceil(gpt);
-            if gt < want {
-                let m_split = want.div_ceil(gt).min(m.div_ceil(4 * PMR)).max(1);
-                m_chunk = m.div_ceil(m_split).div_ceil(PMR) * PMR;
-            }
-        }
-        let gtasks = ng.div_ceil(gpt);
-        let tasks = gtasks * m.div_ceil(m_chunk);
-        let yp = SendPtr(y.as_mut_ptr());
-        let body = |task: usize| {
-            let g0 = (task % gtasks) * gpt;
-            let g1 = (g0 + gpt).min(ng);
-            let i0 = (task / gtasks) * m_chunk;
-            let i1 = (i0 + m_chunk).min(m);
-            let mut i = i0;
-            while i < i1 {
-                let nx = (i1 - i).min(PMR);
-                for g in g0..g1 {
-                    let c0 = g * PNR;
-                    // SAFETY: rows i..i+nx of qx exist; outputs (i.., c0..c0+ncols) are inside y
-                    // and written only by this task; the pack exists only where its kernels run.
-                    unsafe {
-                        p.tile(
-                            c_first / PNR + g,
-                            qx.as_ptr().add(i * xrb),
-                            xrb,
-                            nx,
-                            yp.get().add(i * n + c0),
-                            n,
-                            (n - c0).min(PNR),
-                        )
-                    };
-                }
-                i += nx;
-            }
-        };
-        if tasks == 1 {
-            body(0);
-        } else {
-            pool.run(tasks, &body);
-        }
-    });
-}
-
 /// Q8_K activation rows (llama.cpp's quantizer) rewritten as Split32: the quants, then per
 /// 32-element block the super-block scale `d` (f32), then `d·(bsum₀ + bsum₁)` of the block (f32),
 /// or with `sub16` the two sums `bsum₀`, `bsum₁` of its 16-element halves (i32).
 #[allow(clippy::too_many_arguments)]
-fn quantize_rows_q8k_split(
+pub(crate) fn quantize_rows_q8k_split(
     pool: &ThreadPool,
     level: simd::Level,
     x: &[f32],

@@ -87,6 +87,19 @@ impl Backend for CpuBackend {
         lse_kernels::matmul(self.dialect, &self.pool, w.ty, w.bytes(), w.n, w.k, x, m, y);
     }
 
+    fn matmul_many(&self, ws: &[&Matrix], x: &[f32], m: usize, ys: &mut [&mut [f32]]) {
+        let same = ws.iter().all(|w| w.ty == ws[0].ty && w.k == ws[0].k);
+        if self.dialect == Dialect::Simd && same && lse_kernels::packable(ws[0].ty) {
+            let packed: Option<Vec<&lse_kernels::PackedMatrix>> = ws.iter().map(|w| w.packed(&self.pool)).collect();
+            if let Some(ps) = packed {
+                return lse_kernels::matmul_packed_many(&self.pool, &ps, x, m, ys);
+            }
+        }
+        for (w, y) in ws.iter().zip(ys.iter_mut()) {
+            self.matmul(w, x, m, y);
+        }
+    }
+
     fn matmul_cols(&self, w: &Matrix, x: &[f32], m: usize, cols: std::ops::Range<usize>, y: &mut [f32]) {
         if self.dialect == Dialect::Simd && lse_kernels::packable(w.ty) {
             if let Some(p) = w.packed(&self.pool) {

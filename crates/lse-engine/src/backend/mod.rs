@@ -40,6 +40,13 @@ pub trait Backend: Send + Sync {
 
     /// `y[m][n] = sum_k x[m][k] * W[n][k]`.
     fn matmul(&self, w: &Matrix, x: &[f32], m: usize, y: &mut [f32]);
+    /// `ys[i] = x · ws[i]ᵀ` for matrices read by the same rows (q/k/v, gate/up); each output
+    /// equals `matmul`'s. A backend may share the activations' conversion and one dispatch.
+    fn matmul_many(&self, ws: &[&Matrix], x: &[f32], m: usize, ys: &mut [&mut [f32]]) {
+        for (w, y) in ws.iter().zip(ys.iter_mut()) {
+            self.matmul(w, x, m, y);
+        }
+    }
     /// Outputs `cols` of the same product (`y` is `m × cols.len()`), each equal to `matmul`'s;
     /// `cols.start` a multiple of [`lse_kernels::packed::PNR`].
     fn matmul_cols(&self, w: &Matrix, x: &[f32], m: usize, cols: std::ops::Range<usize>, y: &mut [f32]);

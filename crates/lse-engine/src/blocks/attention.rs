@@ -130,9 +130,7 @@ impl AttnLayer {
         let mut qg = cx.buffer(n * self.w.q.n);
         let mut k = cx.buffer(n * self.w.k.n);
         let mut v = cx.buffer(n * self.w.v.n);
-        b.matmul(&self.w.q, h, n, &mut qg);
-        b.matmul(&self.w.k, h, n, &mut k);
-        b.matmul(&self.w.v, h, n, &mut v);
+        b.matmul_many(&[&self.w.q, &self.w.k, &self.w.v], h, n, &mut [&mut qg, &mut k, &mut v]);
         if let Some(bias) = &self.w.q_bias {
             b.add_bias(&mut qg, bias);
         }

@@ -42,8 +42,7 @@ impl Mlp {
         let b = cx.backend;
         let mut g = cx.buffer(n * self.gate.n);
         let mut u = cx.buffer(n * self.up.n);
-        b.matmul(&self.gate, h, n, &mut g);
-        b.matmul(&self.up, h, n, &mut u);
+        b.matmul_many(&[&self.gate, &self.up], h, n, &mut [&mut g, &mut u]);
         b.glu(self.act, &mut g, &u);
         b.matmul(&self.down, &g, n, out);
         cx.recycle(g);

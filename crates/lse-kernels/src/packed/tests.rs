@@ -84,3 +84,32 @@ fn avx2_tile_equals_vnni_tile() {
         }
     }
 }
+
+#[test]
+fn many_matrices_equal_separate_calls() {
+    if !crate::packed::packed_available() {
+        return;
+    }
+    let pool = ThreadPool::new(2);
+    let mut rng = Lcg(11);
+    for t in PACKED_TYPES {
+        let k = 512;
+        let ns = [48usize, 13, 200];
+        let ws: Vec<PackedMatrix> =
+            ns.iter().map(|&n| PackedMatrix::new(&pool, t, &weights(&mut rng, t, n, k, false), n, k).unwrap()).collect();
+        for m in [1usize, 7, 33] {
+            let x = acts(&mut rng, m, k, false);
+            let mut outs: Vec<Vec<f32>> = ns.iter().map(|&n| vec![f32::NAN; m * n]).collect();
+            {
+                let mut ys: Vec<&mut [f32]> = outs.iter_mut().map(|o| &mut o[..]).collect();
+                crate::matmul_packed_many(&pool, &ws.iter().collect::<Vec<_>>(), &x, m, &mut ys);
+            }
+            for (w, got) in ws.iter().zip(&outs) {
+                let mut want = vec![f32::NAN; m * w.n()];
+                matmul_packed(&pool, w, &x, m, &mut want);
+                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(got), bits(&want), "{} n {} m {m}", t.name(), w.n());
+            }
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! The packed GEMM driver: the activation rows are quantized once per call (and their block sums
+//! folded into offset corrections), then the tiles run over groups of 16 weight rows, split into
+//! tasks by weight groups (and by activation rows when there are few groups). Several matrices of
+//! the same type and width (q/k/v, gate/up) can share one quantization and one pool dispatch;
+//! every output is the tile's, so each equals what its matrix alone would give.
+
+use crate::matmul::{quantize_rows, quantize_rows_q8k_split, SendPtr, RANGE_BYTES, SCRATCH, SMALL_WORK};
+use crate::packed::{PackedMatrix, PMR, PNR};
+use crate::pool::ThreadPool;
+use crate::quant::DotType;
+use crate::simd;
+
+/// `y[m][n] = Σ_k x[m][k]·W[n][k]` for a packed `W` (see [`crate::packed`]).
+pub fn matmul_packed(pool: &ThreadPool, p: &PackedMatrix, x: &[f32], m: usize, y: &mut [f32]) {
+    matmul_packed_cols(pool, p, x, m, 0..p.n(), y)
+}
+
+/// Columns `cols` of the packed product: `y[m][cols.len()]`, `y[i][j] = Σ_k x[i][k]·W[cols.start + j][k]`.
+/// `cols.start` must be a multiple of [`PNR`]; each output equals the full product's.
+pub fn matmul_packed_cols(
+    pool: &ThreadPool,
+    p: &PackedMatrix,
+    x: &[f32],
+    m: usize,
+    cols: std::ops::Range<usize>,
+    y: &mut [f32],
+) {
+    assert!(cols.start % PNR == 0 && cols.start <= cols.end && cols.end <= p.n(), "matmul_packed: columns {cols:?} of {}", p.n());
+    let n = cols.len();
+    assert!(y.len() >= m * n, "matmul_packed: output too short");
+    run(pool, &[Part { p, c_first: cols.start, n, y: SendPtr(y.as_mut_ptr()) }], x, m);
+}
+
+/// `ys[i] = x · ps[i]ᵀ` for matrices of one type and width `k`, with one activation quantization
+/// and one pool dispatch; each output equals [`matmul_packed`]'s. Panics on mixed types or widths.
+pub fn matmul_packed_many(pool: &ThreadPool, ps: &[&PackedMatrix], x: &[f32], m: usize, ys: &mut [&mut [f32]]) {
+    assert_eq!(ps.len(), ys.len(), "matmul_packed_many: one output per matrix");
+    let mut parts = Vec::with_capacity(ps.len());
+    for (p, y) in ps.iter().zip(ys.iter_mut()) {
+        assert!(p.ggml_type() == ps[0].ggml_type() && p.k() == ps[0].k(), "matmul_packed_many: matrices differ in type or width");
+        assert!(y.len() >= m * p.n(), "matmul_packed: output too short");
+        parts.push(Part { p, c_first: 0, n: p.n(), y: SendPtr(y.as_mut_ptr()) });
+    }
+    run(pool, &parts, x, m);
+}
+
+/// One matrix's share of a call: its columns `c_first .. c_first + n`, written to `y` (m × n).
+struct Part<'a> {
+    p: &'a PackedMatrix,
+    c_first: usize,
+    n: usize,
+    y: SendPtr<f32>,
+}
+
+/// How one part's work is cut: `gpt` groups by `m_chunk` activation rows per task.
+struct Plan {
+    ng: usize,
+    gpt: usize,
+    gtasks: usize,
+    m_chunk: usize,
+    tasks: usize,
+}
+
+fn plan(threads: usize, p: &PackedMatrix, n: usize, m: usize) -> Plan {
+    if n == 0 {
+        return Plan { ng: 0, gpt: 1, gtasks: 0, m_chunk: m, tasks: 0 };
+    }
+    let k = p.k();
+    let ng = n.div_ceil(PNR);
+    let mut gpt = (RANGE_BYTES / p.group_bytes().max(1)).clamp(1, 64);
+    let mut m_chunk = m;
+    if m * n * k < SMALL_WORK || threads == 1 {
+        gpt = if m * n * k < SMALL_WORK { ng } else { gpt };
+    } else {
+        let want = threads * 4;
+        gpt = gpt.min(ng.div_ceil(want)).max(1);
+        let gt = ng.div_ceil(gpt);
+        if gt < want {
+            let m_split = want.div_ceil(gt).min(m.div_ceil(4 * PMR)).max(1);
+            m_chunk = m.div_ceil(m_split).div_ceil(PMR) * PMR;
+        }
+    }
+    let gtasks = ng.div_ceil(gpt);
+    Plan { ng, gpt, gtasks, m_chunk, tasks: gtasks * m.div_ceil(m_chunk) }
+}
+
+fn run(pool: &ThreadPool, parts: &[Part], x: &[f32], m: usize) {
+    let p0 = parts[0].p;
+    let k = p0.k();
+    assert!(x.len() >= m * k, "matmul_packed: activations too short");
+    if m == 0 || parts.iter().all(|q| q.n == 0) {
+        return;
+    }
+    let dt = if p0.min() { DotType::Q8_1 } else { DotType::Q8_0 };
+    let layout = simd::ActLayout::Split32;
+    let xrb = simd::act_row_bytes(layout, dt, k) + if p0.sub16() { 4 * (k / 32) } else { 0 };
+    let level = simd::level();
+    SCRATCH.with(|s| {
+        let mut buf = s.borrow_mut();
+        if buf.len() < m * xrb {
+            buf.resize(m * xrb, 0);
+        }
+        let qx = &mut buf[..m * xrb];
+        if p0.q8k_activations() {
+            quantize_rows_q8k_split(pool, level, x, k, m, qx, xrb, p0.sub16());
+        } else {
+            quantize_rows(pool, level, layout, dt, x, k, m, qx, xrb);
+        }
+        p0.fold_corrections(qx, m, xrb);
+        let qx = &*qx;
+        let plans: Vec<Plan> = parts.iter().map(|q| plan(pool.threads(), q.p, q.n, m)).collect();
+        let total: usize = plans.iter().map(|pl| pl.tasks).sum();
+        let body = |mut task: usize| {
+            let mut i = 0;
+            while task >= plans[i].tasks {
+                task -= plans[i].tasks;
+                i += 1;
+            }
+            let (q, pl) = (&parts[i], &plans[i]);
+            let g0 = (task % pl.gtasks) * pl.gpt;
+            let g1 = (g0 + pl.gpt).min(pl.ng);
+            let r0 = (task / pl.gtasks) * pl.m_chunk;
+            let r1 = (r0 + pl.m_chunk).min(m);
+            let mut r = r0;
+            while r < r1 {
+                let nx = (r1 - r).min(PMR);
+                for g in g0..g1 {
+                    let c0 = g * PNR;
+                    // SAFETY: rows r..r+nx of qx exist; outputs (r.., c0..c0+ncols) are inside the
+                    // part's y and written only by this task; the pack exists only where its
+                    // kernels run.
+                    unsafe {
+                        q.p.tile(q.c_first / PNR + g, qx.as_ptr().add(r * xrb), xrb, nx, q.y.get().add(r * q.n + c0), q.n, (q.n - c0).min(PNR))
+                    };
+                }
+                r += nx;
+            }
+        };
+        if total == 1 {
+            body(0);
+        } else if total > 1 {
+            pool.run(total, &body);
+        }
+    });
+}
