@@ -25,7 +25,7 @@ pub fn matmul_packed_cols(
     cols: std::ops::Range<usize>,
     y: &mut [f32],
 ) {
-    assert!(cols.start % PNR == 0 && cols.start <= cols.end && cols.end <= p.n(), "matmul_packed: columns {cols:?} of {}", p.n());
+    assert!(cols.start.is_multiple_of(PNR) && cols.start <= cols.end && cols.end <= p.n(), "matmul_packed: columns {cols:?} of {}", p.n());
     let n = cols.len();
     assert!(y.len() >= m * n, "matmul_packed: output too short");
     run(pool, &[Part { p, c_first: cols.start, n, y: SendPtr(y.as_mut_ptr()) }], x, m);
