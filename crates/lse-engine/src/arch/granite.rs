@@ -55,7 +55,7 @@ pub fn load(w: &Weights) -> Result<Box<dyn Architecture>, EngineError> {
 
 impl Architecture for Granite {
     fn attention_scale(&self) -> f32 {
-        self.layers.first().map_or(1.0, |l| l.attn.cfg.effective_scale())
+        crate::blocks::attention::stack_scale(self.layers.iter().map(|l| &l.attn))
     }
 
     fn logit_scale(&self) -> Option<f32> {
@@ -63,8 +63,7 @@ impl Architecture for Granite {
     }
 
     fn new_session(&self, capacity: usize, kv: KvDtype) -> Result<SessionState, EngineError> {
-        let caches = self.layers.iter().map(|l| l.attn.new_cache(kv.ggml_type(), capacity).map(Some)).collect::<Result<_, _>>()?;
-        Ok(SessionState { kv: caches, extra: None })
+        crate::blocks::attention::kv_session(self.layers.iter().map(|l| &l.attn), kv, capacity)
     }
 
     fn forward(&self, cx: &ForwardCtx, seqs: &mut [SeqRows], x: &mut [f32], n: usize) -> Result<(), EngineError> {

@@ -114,6 +114,17 @@ pub struct AttnLayer {
     pub cfg: AttnConfig,
 }
 
+/// The attention scale of a stack of layers (its first layer's; 1 for none).
+pub fn stack_scale<'a>(mut layers: impl Iterator<Item = &'a AttnLayer>) -> f32 {
+    layers.next().map_or(1.0, |a| a.cfg.effective_scale())
+}
+
+/// A session of a stack whose every layer holds a KV cache and no other state.
+pub fn kv_session<'a>(layers: impl Iterator<Item = &'a AttnLayer>, kv: crate::KvDtype, capacity: usize) -> Result<crate::arch::SessionState, EngineError> {
+    let caches = layers.map(|a| a.new_cache(kv.ggml_type(), capacity).map(Some)).collect::<Result<_, _>>()?;
+    Ok(crate::arch::SessionState { kv: caches, extra: None })
+}
+
 impl AttnLayer {
     /// A fresh cache for this layer.
     pub fn new_cache(&self, ty: lse_gguf::GgmlType, capacity: usize) -> Result<LayerKv, EngineError> {
