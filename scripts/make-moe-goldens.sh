@@ -10,6 +10,8 @@ set -euo pipefail
 BIN=${1:?llama.cpp bin dir}
 SYN=${2:?shared synthetic dir (qwen3-tiny.gguf, qwen35-tiny.gguf)}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=scripts/llama-perplexity-lib.sh
+. "$ROOT/scripts/llama-perplexity-lib.sh"
 OUT=$ROOT/data/golden/synthetic-moe
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
@@ -22,16 +24,6 @@ done
 # experts MXFP4, the other matrices Q8_0
 "$BIN/llama-quantize" "$OUT/gpt-oss-tiny.gguf" "$OUT/gpt-oss-tiny-mxfp4.gguf" MXFP4_MOE > "$TMP/q.log" 2>&1
 for m in qwen3moe-tiny qwen35moe-tiny qwen3moe-tiny-q8_0 qwen35moe-tiny-q8_0 gpt-oss-tiny gpt-oss-tiny-mxfp4; do
-  for cfg in "fa-kvf16:-fa on -ctk f16 -ctv f16" "dense-kvf32:-fa off -ctk f32 -ctv f32"; do
-    tag=${cfg%%:*}
-    # llama.cpp's log thread sometimes loses the last lines at exit: run again until they are there
-    for try in 1 2 3 4; do
-      # shellcheck disable=SC2086
-      "$BIN/llama-perplexity" -m "$OUT/$m.gguf" -f "$ROOT/data/wiki.test.raw" -c 128 -b 128 --chunks 8 -t 2 \
-        ${cfg#*:} --kl-divergence-base "$TMP/$m.$tag.kld" > "$TMP/$m.$tag.log" 2>&1
-      grep -q "Final estimate" "$TMP/$m.$tag.log" && break
-    done
-    python3 "$ROOT/scripts/llamacpp-kld-to-json.py" "$TMP/$m.$tag.kld" "$TMP/$m.$tag.log" "$OUT/$m.$tag.json"
-  done
+  two_config_goldens "$BIN" "$ROOT" "$TMP" "$m" "$OUT"
 done
 ls -la "$OUT"

@@ -12,6 +12,8 @@
 set -euo pipefail
 bin=$1; tiny=$2; work=${3:-/tmp/synthetic-quant}
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=scripts/llama-perplexity-lib.sh
+. "$root/scripts/llama-perplexity-lib.sh"
 out=$root/data/golden/synthetic-quant
 wiki=$root/data/wiki.test.raw
 mkdir -p "$work" "$out"
@@ -28,10 +30,8 @@ for ft in $types; do
   m=$out/llama-q-$lc.gguf
   extra=(); [ "$lc" = nvfp4 ] && extra=(--tensor-type 'weight=nvfp4')
   nice -n 19 "$bin/llama-quantize" --pure --imatrix "$work/llama-q.imatrix" "${extra[@]}" "$work/llama-q.gguf" "$m" "$t" 2 > "$work/quantize-$lc.log" 2>&1
-  # the reference: flash attention, KV f16 (llama.cpp's default here); llama-perplexity's logger
-  # sometimes loses its last lines at exit, so a run is repeated until its summary is there
-  until ppl -m "$m" -fa on --kl-divergence-base "$work/$lc.fa.kld" > "$work/$lc.fa.log" 2>&1 &&
-        grep -q "Final estimate" "$work/$lc.fa.log"; do :; done
+  # the reference: flash attention, KV f16 (llama.cpp's default here)
+  perplexity_logged "$work/$lc.fa.log" ppl -m "$m" -fa on --kl-divergence-base "$work/$lc.fa.kld"
   # llama.cpp's own noise: the dense path's base, compared with the flash base below (full vocabulary)
   ppl -m "$m" -fa off --kl-divergence-base "$work/$lc.dense.kld" > "$work/$lc.dense.log" 2>&1
   nice -n 19 python3 "$root/scripts/llamacpp-kld-to-json.py" "$work/$lc.fa.kld" "$work/$lc.fa.log" "$work/$lc.fa-kvf16.full.json" --top 12 --add-bos 1
