@@ -12,11 +12,9 @@ mkdir -p "$out"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 echo "building llama-quantize (llama-cpp-python==0.3.36 source package; a few minutes)" >&2
-python3 -m pip download --quiet --no-deps --no-binary llama-cpp-python --no-build-isolation \
-  --dest "$tmp" llama-cpp-python==0.3.36 >&2 2>/dev/null ||
-  python3 -m pip download --quiet --no-deps --no-binary llama-cpp-python --dest "$tmp" llama-cpp-python==0.3.36 >&2
+sdist=$("$root/scripts/get-llama-source.sh")
 rm -rf "$out/src"
-tar -xzf "$tmp"/llama_cpp_python-0.3.36.tar.gz -C "$tmp" llama_cpp_python-0.3.36/vendor/llama.cpp
+tar -xzf "$sdist" -C "$tmp" llama_cpp_python-0.3.36/vendor/llama.cpp
 mv "$tmp/llama_cpp_python-0.3.36/vendor/llama.cpp" "$out/src"
 # Quantization runs llama.cpp's scalar reference code, so the files do not depend on the CPU.
 cmake -S "$out/src" -B "$out/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF -DBUILD_SHARED_LIBS=OFF \

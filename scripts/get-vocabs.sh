@@ -19,10 +19,7 @@ done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 echo "fetching llama.cpp vocabularies (llama-cpp-python==0.3.36 source package)" >&2
-python3 -m pip download --quiet --no-deps --no-binary llama-cpp-python --no-build-isolation \
-  --dest "$tmp" llama-cpp-python==0.3.36 >&2 2>/dev/null ||
-  python3 -m pip download --quiet --no-deps --no-binary llama-cpp-python --dest "$tmp" llama-cpp-python==0.3.36 >&2
-sdist=$(ls "$tmp"/llama_cpp_python-0.3.36.tar.gz)
+sdist=$("$root/scripts/get-llama-source.sh")
 for dest in "${dirs[@]}"; do
   while read -r _ file; do
     [ -f "$dest/$file" ] && continue
