@@ -20,6 +20,8 @@ pub mod attention;
 mod fp;
 mod matmul;
 mod matmul_packed;
+#[cfg(test)]
+mod test_rng;
 pub mod packed;
 mod pool;
 pub mod quant;

@@ -406,5 +406,7 @@ pub(crate) struct Args {
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+#[cfg(test)]
+mod saturate;
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests;

@@ -1,10 +1,11 @@
 use super::*;
 
+/// Uniform in [-1, 1), advancing `seed` (the crate's test xorshift).
 fn rng(seed: &mut u64) -> f32 {
-    *seed ^= *seed << 13;
-    *seed ^= *seed >> 7;
-    *seed ^= *seed << 17;
-    ((*seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    let mut r = crate::test_rng::Rng(*seed);
+    let v = r.signed();
+    *seed = r.0;
+    v
 }
 
 /// f64 reference over f32 K/V rows: causal + window, GQA by h / group.

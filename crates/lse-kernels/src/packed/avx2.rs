@@ -64,31 +64,24 @@ pub(super) unsafe fn tile(a: &Args, kind: Kind, min: bool, nx: usize) {
     while j0 < nx {
         let r = (nx - j0).min(mr);
         for h in 0..halves {
-            match (kind, min, r) {
-                (Kind::Nibbles, true, 1) => half::<0, true, 1>(a, j0, h),
-                (Kind::Nibbles, true, 2) => half::<0, true, 2>(a, j0, h),
-                (Kind::Nibbles, true, 3) => half::<0, true, 3>(a, j0, h),
-                (Kind::Nibbles, true, _) => half::<0, true, 4>(a, j0, h),
-                (Kind::Nibbles, false, 1) => half::<0, false, 1>(a, j0, h),
-                (Kind::Nibbles, false, 2) => half::<0, false, 2>(a, j0, h),
-                (Kind::Nibbles, false, 3) => half::<0, false, 3>(a, j0, h),
-                (Kind::Nibbles, false, _) => half::<0, false, 4>(a, j0, h),
-                (Kind::Bits5, true, 1) => half::<1, true, 1>(a, j0, h),
-                (Kind::Bits5, true, 2) => half::<1, true, 2>(a, j0, h),
-                (Kind::Bits5, true, 3) => half::<1, true, 3>(a, j0, h),
-                (Kind::Bits5, true, _) => half::<1, true, 4>(a, j0, h),
-                (Kind::Bits5, false, 1) => half::<1, false, 1>(a, j0, h),
-                (Kind::Bits5, false, 2) => half::<1, false, 2>(a, j0, h),
-                (Kind::Bits5, false, 3) => half::<1, false, 3>(a, j0, h),
-                (Kind::Bits5, false, _) => half::<1, false, 4>(a, j0, h),
-                (Kind::Bytes8, _, 1) => half::<2, false, 1>(a, j0, h),
-                (Kind::Bytes8, _, 2) => half::<2, false, 2>(a, j0, h),
-                (Kind::Bytes8, _, 3) => half::<2, false, 3>(a, j0, h),
-                (Kind::Bytes8, _, _) => half::<2, false, 3>(a, j0, h),
-                (Kind::Sub16, _, 1) => half16::<1>(a, j0, h),
-                (Kind::Sub16, _, 2) => half16::<2>(a, j0, h),
-                (Kind::Sub16, _, 3) => half16::<3>(a, j0, h),
-                (Kind::Sub16, _, _) => half16::<3>(a, j0, h),
+            // `$f::<prefix.., R>` for the pass's row count R (at most `$max`)
+            macro_rules! rows {
+                ($f:ident, [$($g:tt),*], $max:literal) => {
+                    match r {
+                        1 => $f::<$($g,)* 1>(a, j0, h),
+                        2 => $f::<$($g,)* 2>(a, j0, h),
+                        3 => $f::<$($g,)* 3>(a, j0, h),
+                        _ => $f::<$($g,)* $max>(a, j0, h),
+                    }
+                };
+            }
+            match (kind, min) {
+                (Kind::Nibbles, true) => rows!(half, [0, true], 4),
+                (Kind::Nibbles, false) => rows!(half, [0, false], 4),
+                (Kind::Bits5, true) => rows!(half, [1, true], 4),
+                (Kind::Bits5, false) => rows!(half, [1, false], 4),
+                (Kind::Bytes8, _) => rows!(half, [2, false], 3),
+                (Kind::Sub16, _) => rows!(half16, [], 3),
             }
         }
         j0 += r;

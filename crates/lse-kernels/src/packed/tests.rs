@@ -1,61 +1,41 @@
 //! The AVX2 tile against the VNNI tile, bit for bit, on random and on extreme blocks (every
 //! quant at its largest magnitude, activations all ±max: the i16 bounds of `avx2.rs`).
 
+use super::saturate::{saturate_acts, saturate_weights};
 use super::{PackedMatrix, PACKED_TYPES};
+use crate::test_rng::Rng;
 use crate::{matmul_packed, GgmlType, ThreadPool};
 
-
-struct Lcg(u64);
-impl Lcg {
-    fn byte(&mut self) -> u8 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        (self.0 >> 56) as u8
-    }
-    fn unit(&mut self) -> f32 {
-        self.byte() as f32 / 255.0
-    }
-}
-
-/// (f16 scale fields, quant byte range, extreme quant byte) of one block of `t`.
-fn layout(t: GgmlType) -> (&'static [usize], std::ops::Range<usize>, u8) {
+/// The f16 scale fields of one block of `t`.
+fn scale_fields(t: GgmlType) -> &'static [usize] {
     match t {
-        GgmlType::Q4_0 => (&[0], 2..18, 0xff),
-        GgmlType::Q4_1 => (&[0, 2], 4..20, 0xff),
-        GgmlType::Q5_0 => (&[0], 2..22, 0xff),
-        GgmlType::Q5_1 => (&[0, 2], 4..24, 0xff),
-        GgmlType::Q8_0 => (&[0], 2..34, 0x80),
-        GgmlType::Q4_K => (&[0, 2], 16..144, 0xff),
-        GgmlType::Q6_K => (&[208], 0..192, 0xff),
+        GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => &[0],
+        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K => &[0, 2],
+        GgmlType::Q6_K => &[208],
         _ => unreachable!(),
     }
 }
 
-fn weights(rng: &mut Lcg, t: GgmlType, n: usize, k: usize, extreme: bool) -> Vec<u8> {
+fn weights(rng: &mut Rng, t: GgmlType, n: usize, k: usize, extreme: bool) -> Vec<u8> {
     let mut w: Vec<u8> = (0..n * t.row_bytes(k).unwrap()).map(|_| rng.byte()).collect();
-    let (scales, quants, top) = layout(t);
     for blk in w.chunks_exact_mut(t.type_size()) {
-        for &o in scales {
+        for &o in scale_fields(t) {
             let d = crate::fp::f32_to_f16(0.002 + 0.01 * rng.unit());
             blk[o..o + 2].copy_from_slice(&d.to_le_bytes());
         }
-        if extreme {
-            blk[quants.clone()].fill(top);
-        }
+    }
+    if extreme {
+        saturate_weights(t, &mut w);
     }
     w
 }
 
-fn acts(rng: &mut Lcg, m: usize, k: usize, extreme: bool) -> Vec<f32> {
-    (0..m * k)
-        .map(|_| {
-            let s = if rng.byte() & 1 == 0 { 1.0 } else { -1.0 };
-            if extreme {
-                s
-            } else {
-                s * rng.unit() * 3.0
-            }
-        })
-        .collect()
+fn acts(rng: &mut Rng, m: usize, k: usize, extreme: bool) -> Vec<f32> {
+    let mut x: Vec<f32> = (0..m * k).map(|_| 3.0 * rng.signed()).collect();
+    if extreme {
+        saturate_acts(&mut x);
+    }
+    x
 }
 
 #[test]
@@ -65,7 +45,7 @@ fn avx2_tile_equals_vnni_tile() {
         return;
     }
     let pool = ThreadPool::new(2);
-    let mut rng = Lcg(5);
+    let mut rng = Rng::new(5);
     for t in PACKED_TYPES {
         for extreme in [false, true] {
             for (n, m, k) in [(16usize, 1usize, 256usize), (37, 9, 512), (13, 5, 256), (24, 8, 768), (48, 19, 256)] {
@@ -91,7 +71,7 @@ fn many_matrices_equal_separate_calls() {
         return;
     }
     let pool = ThreadPool::new(2);
-    let mut rng = Lcg(11);
+    let mut rng = Rng::new(11);
     for t in PACKED_TYPES {
         let k = 512;
         let ns = [48usize, 13, 200];

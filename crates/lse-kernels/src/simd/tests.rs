@@ -35,21 +35,7 @@ fn types() -> Vec<GgmlType> {
     quant::FORMATS.iter().map(|f| f.ty).collect()
 }
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn unit(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 24) as f32
-    }
-    fn normal(&mut self) -> f32 {
-        (0..4).map(|_| self.unit()).sum::<f32>() * 1.732 - 3.464
-    }
-}
+use crate::test_rng::Rng;
 
 fn random_row(rng: &mut Rng, t: GgmlType, k: usize) -> Vec<u8> {
     let mut w = vec![0u8; t.row_bytes(k).unwrap()];

@@ -1,30 +1,12 @@
 //! The packed matmul check shared by `packed.rs` (best level) and `packed_avx2.rs` (capped).
 
 use crate::common::*;
+
+#[path = "../../src/packed/saturate.rs"]
+mod saturate;
 use lse_kernels::{matmul, matmul_packed, packable, Dialect, GgmlType, PackedMatrix, ThreadPool};
 
 pub const PACKED: &[GgmlType] = &lse_kernels::packed::PACKED_TYPES;
-
-/// Every quant at its largest magnitude and activations all ±1 (quantized to ±127): the
-/// largest integer sums a block can have (the AVX2 tile's i16 bounds).
-fn saturate(t: GgmlType, w: &mut [u8], x: &mut [f32]) {
-    let (quants, top) = match t {
-        GgmlType::Q4_0 => (2..18, 0xff),
-        GgmlType::Q4_1 => (4..20, 0xff),
-        GgmlType::Q5_0 => (2..22, 0xff),
-        GgmlType::Q5_1 => (4..24, 0xff),
-        GgmlType::Q8_0 => (2..34, 0x80),
-        GgmlType::Q4_K => (16..144, 0xff),
-        GgmlType::Q6_K => (0..192, 0xff),
-        _ => unreachable!(),
-    };
-    for blk in w.chunks_exact_mut(t.type_size()) {
-        blk[quants.clone()].fill(top);
-    }
-    for v in x.iter_mut() {
-        *v = if *v < 0.0 { -1.0 } else { 1.0 };
-    }
-}
 
 /// Every packable type, several shapes and thread counts, against the scalar reference.
 pub fn packed_matmul_matches_scalar() {
@@ -42,7 +24,8 @@ pub fn packed_matmul_matches_scalar() {
             let mut w = random_weights(&mut rng, t, n, k);
             let mut x = random_acts(&mut rng, m, k);
             if extreme {
-                saturate(t, &mut w, &mut x);
+                saturate::saturate_weights(t, &mut w);
+                saturate::saturate_acts(&mut x);
             }
             let want = reference_matmul(t, &w, n, k, &x, m);
             let p = PackedMatrix::new(&pools[1], t, &w, n, k).unwrap();
