@@ -3,7 +3,7 @@
 //! each prefill a 512-token prompt, then decode 128 tokens together (one batched forward per step,
 //! greedy); prints prefill and aggregate decode tokens/s. `LSE_BENCH_MODEL` (smollm2, gemma3,
 //! qwen25coder), `LSE_BENCH_THREADS` (2), `LSE_BENCH_SESSIONS` ("1,4,8,16") and `LSE_BENCH_SIMD`
-//! (the kernel level, e.g. avx2) choose the run.
+//! (the kernel level, e.g. avx2) choose the run; `LSE_BENCH_STEPS` (128) sets the decode length.
 //! For one session it also prints the weight bytes a step streams (the packed matrices, LM head
 //! included), the GB/s that makes, and this machine's read bandwidth on the same threads: the
 //! memory-bound speed is bandwidth / bytes per step.
@@ -20,13 +20,14 @@ fn main() {
         .split(',')
         .filter_map(|s| s.trim().parse().ok())
         .collect();
+    let steps: usize = std::env::var("LSE_BENCH_STEPS").ok().and_then(|v| v.parse().ok()).unwrap_or(128);
     let simd = std::env::var("LSE_BENCH_SIMD").ok().map(|s| lse_engine::parse_simd_level(&s).expect("LSE_BENCH_SIMD: avx512, avx2 or scalar"));
-    let opts = EngineOptions { threads, kv_len: Some(1024), simd, ..Default::default() };
+    let opts = EngineOptions { threads, kv_len: Some((512 + steps + 16).next_power_of_two()), simd, ..Default::default() };
     let engine = Engine::load(&path, opts).unwrap();
     let v = engine.n_vocab() as u32;
     let request = |k: usize| GenerateRequest {
         prompt: Prompt::Tokens((0..512u32).map(|i| (i * 7919 + 13 + 101 * k as u32) % v).collect()),
-        max_tokens: 129,
+        max_tokens: steps as i64 + 1,
         ignore_eos: true,
         sampling: SamplingParams { temperature: 0.0, ..Default::default() },
         ..Default::default()

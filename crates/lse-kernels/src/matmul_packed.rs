@@ -123,7 +123,7 @@ fn run(pool: &ThreadPool, parts: &[Part], x: &[f32], m: usize) {
             let r1 = (r0 + pl.m_chunk).min(m);
             let mut r = r0;
             while r < r1 {
-                let nx = (r1 - r).min(PMR);
+                let nx = (r1 - r).min(q.p.rows_per_tile());
                 for g in g0..g1 {
                     let c0 = g * PNR;
                     // SAFETY: rows r..r+nx of qx exist; outputs (r.., c0..c0+ncols) are inside the

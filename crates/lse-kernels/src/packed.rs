@@ -12,12 +12,16 @@
 //! Q8_1 activations, the same integer block sums, so the same values up to f32 summation order).
 //!
 //! Packed layout, per group of 16 weight rows (the last group padded with zero rows), per block
-//! of 32 elements: the quants as unsigned bytes (`u = q + 2^SH` for the Q8_0 family, the stored
+//! of 32 elements: the quants as unsigned values (`u = q + 2^SH` for the Q8_0 family, the stored
 //! unsigned quant for the Q8_1 family), then 16 f32 block scales `d`, then 16 f32 mins `m`
-//! (Q8_1 family only; Q8_0-family blocks end after `d`). 4-bit formats keep two quants per
-//! byte: byte `t·64 + 4r + c` holds element `4t + c` of row `r` in its low nibble and element
-//! `16 + 4t + c` in its high nibble (t < 4);
-//! 5- and 8-bit formats use one byte per quant: byte `t·64 + 4r + c` = element `4t + c` (t < 8).
+//! (Q8_1 family only; Q8_0-family blocks end after `d`). Q8_0 keeps one byte per quant: byte
+//! `t·64 + 4r + c` = element `4t + c` of row `r` (t < 8). Every other format keeps the low 4 bits
+//! of two quants per byte: byte `t·64 + 4r + c` holds element `4t + c` in its low nibble and
+//! element `16 + 4t + c` in its high nibble (t < 4). The bits above the nibble (`HB` = 1 for
+//! Q5_0/Q5_1, 2 for Q6_K) follow in `HB` 64-byte planes: number the eight 64-byte chunks of
+//! nibbles s = t (low) and s = 4 + t (high); chunk s's high bits at byte `4r + c` sit at bit
+//! `(s·HB) % 8` of plane `(s·HB) / 8`, byte `4r + c`. So a 5- or 6-bit quant streams 5 or 6 bits,
+//! and a tile rebuilds each chunk with a shift, an and and an or.
 
 #![allow(clippy::needless_range_loop)] // register tiles index several parallel arrays
 
@@ -27,6 +31,9 @@ use lse_gguf::GgmlType;
 pub const PNR: usize = 16;
 /// Activation rows per micro-tile at most.
 pub const PMR: usize = 8;
+/// Activation rows one AVX2 tile call takes for 5-bit and Q6_K weights: each block's quants
+/// are rebuilt from nibbles and planes once per call (see [`PackedMatrix::rows_per_tile`]).
+const UNPACK_ROWS: usize = 64;
 /// Weight rows packed between two `done` calls of [`PackedMatrix::new_releasing`].
 pub const PACK_CHUNK_ROWS: usize = 2048;
 
@@ -40,6 +47,8 @@ pub struct PackedMatrix {
     n: usize,
     k: usize,
     nib: bool,
+    /// High-bit planes after the nibbles (see the module docs).
+    hb: u32,
     min: bool,
     sh: i32,
     /// Bytes per block of one group (quants, d, m).
@@ -59,19 +68,19 @@ impl std::fmt::Debug for PackedMatrix {
 pub const PACKED_TYPES: [GgmlType; 7] =
     [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K];
 
-/// (4-bit storage, Q8_1 family, SH) of a packable type. Q4_K packs like Q4_1 (every 32-element
-/// sub-block gets its f32 scale `d·sc` and min `−dmin·m`), Q6_K like Q8_0 with a scale per 16
-/// elements (`d·sc`, two per block, the second in the `m` slot); both read Q8_K activations (see
-/// [`PackedMatrix::q8k_activations`]).
-fn format(t: GgmlType) -> Option<(bool, bool, i32)> {
+/// (nibble storage, high-bit planes, Q8_1 family, SH) of a packable type. Q4_K packs like Q4_1
+/// (every 32-element sub-block gets its f32 scale `d·sc` and min `−dmin·m`), Q6_K like Q8_0 with
+/// 6-bit quants and a scale per 16 elements (`d·sc`, two per block, the second in the `m` slot);
+/// both read Q8_K activations (see [`PackedMatrix::q8k_activations`]).
+fn format(t: GgmlType) -> Option<(bool, u32, bool, i32)> {
     Some(match t {
-        GgmlType::Q4_0 => (true, false, 3),
-        GgmlType::Q4_1 => (true, true, 0),
-        GgmlType::Q5_0 => (false, false, 4),
-        GgmlType::Q5_1 => (false, true, 0),
-        GgmlType::Q8_0 => (false, false, 7),
-        GgmlType::Q4_K => (true, true, 0),
-        GgmlType::Q6_K => (false, false, 5),
+        GgmlType::Q4_0 => (true, 0, false, 3),
+        GgmlType::Q4_1 => (true, 0, true, 0),
+        GgmlType::Q5_0 => (true, 1, false, 4),
+        GgmlType::Q5_1 => (true, 1, true, 0),
+        GgmlType::Q8_0 => (false, 0, false, 7),
+        GgmlType::Q4_K => (true, 0, true, 0),
+        GgmlType::Q6_K => (true, 2, false, 5),
         _ => return None,
     })
 }
@@ -184,12 +193,12 @@ impl PackedMatrix {
         if !packable(t) {
             return None;
         }
-        let (nib, min, sh) = format(t)?;
+        let (nib, hb, min, sh) = format(t)?;
         let rb = t
             .row_bytes(k)
             .unwrap_or_else(|| panic!("pack: k = {k} is not a multiple of 32"));
         assert!(w.len() >= n * rb, "pack: weight buffer too short");
-        let qb = if nib { 256 } else { 512 };
+        let qb = if nib { 256 + 64 * hb as usize } else { 512 };
         // the `m` slot exists only where a kernel reads it (mins; Q6_K's second scale)
         let has_m = min || t == GgmlType::Q6_K;
         let block_bytes = qb + if has_m { 128 } else { 64 };
@@ -215,9 +224,16 @@ impl PackedMatrix {
                         unsafe { (blk.as_mut_ptr().add(off) as *mut u32).write_unaligned(v.to_le()) }
                     };
                     if nib {
-                        // quants are < 16: the high nibbles shift within their bytes
+                        let low = |i: usize| uw(i) & 0x0f0f_0f0f;
                         for tt in 0..4 {
-                            put(blk, tt * 64 + 4 * r, uw(4 * tt) | (uw(16 + 4 * tt) << 4));
+                            put(blk, tt * 64 + 4 * r, low(4 * tt) | (low(16 + 4 * tt) << 4));
+                        }
+                        for s in (0..8).filter(|_| hb > 0) {
+                            let bit = s * hb as usize;
+                            for c in 0..4 {
+                                let e = if s < 4 { 4 * s + c } else { 16 + 4 * (s - 4) + c };
+                                blk[256 + 64 * (bit / 8) + 4 * r + c] |= (u[e] >> 4) << (bit % 8);
+                            }
                         }
                     } else {
                         for tt in 0..8 {
@@ -246,6 +262,7 @@ impl PackedMatrix {
             n,
             k,
             nib,
+            hb,
             min,
             sh,
             block_bytes,
@@ -300,11 +317,32 @@ impl PackedMatrix {
         }
     }
 
+    /// Activation rows the driver hands one [`PackedMatrix::tile`] call: [`PMR`], or more where
+    /// rebuilding 5/6-bit quants from nibbles and planes costs as much as their multiplies (the
+    /// AVX2 tile; Q6_K's two planes on VNNI): the tile then rebuilds the group's bytes once for
+    /// all its passes instead of once per pass.
+    pub(crate) fn rows_per_tile(&self) -> usize {
+        if self.hb > 0 && (!self.vnni || self.sub16()) {
+            UNPACK_ROWS
+        } else {
+            PMR
+        }
+    }
+
+    /// Activation rows one pass of the tile keeps in registers.
+    fn rows_per_pass(&self) -> usize {
+        match (self.vnni, self.sub16()) {
+            (true, _) => PMR,
+            (false, true) => avx2::MR_WIDE,
+            (false, false) => avx2::MR,
+        }
+    }
+
     pub(crate) fn ptr(&self) -> *const u8 {
         self.data.as_ptr() as *const u8
     }
 
-    /// The micro-tile: `nx` (≤ PMR) activation rows at `x` (Split32 rows, stride `xs`) against
+    /// The micro-tile: `nx` (≤ [`PackedMatrix::rows_per_tile`]) activation rows at `x` (Split32 rows, stride `xs`) against
     /// group `g`; writes `ncols` (≤ 16) outputs of each row to `y + j·ldy`.
     ///
     /// # Safety
@@ -335,50 +373,80 @@ impl PackedMatrix {
                 ldy,
                 ncols,
             };
+            if self.hb > 0 && nx > self.rows_per_pass() {
+                // rebuild the group's bytes once for all passes (see `rows_per_tile`)
+                let has_m = self.min || self.sub16();
+                let ob = avx2::unpacked_block_bytes(has_m);
+                return UNPACKED.with(|buf| {
+                    let mut buf = buf.borrow_mut();
+                    let need = (a.nb * ob).div_ceil(64);
+                    if buf.len() < need {
+                        buf.resize(need, A64([0; 64]));
+                    }
+                    let out = buf.as_mut_ptr() as *mut u8;
+                    avx2::unpack_group(&a, self.hb as usize, ob - 512, out);
+                    let bytes = Args { wg: out, bb: ob, ..a };
+                    if !self.vnni {
+                        let kind = if self.sub16() { avx2::Kind::Sub16Bytes } else { avx2::Kind::Bits5Bytes };
+                        return avx2::tile(&bytes, kind, self.min, nx);
+                    }
+                    for j0 in (0..nx).step_by(PMR) {
+                        let pass = Args { x: x.add(j0 * xs), y: y.add(j0 * ldy), ..bytes };
+                        match (nx - j0).min(PMR) {
+                            1 => avx512::tile16::<false, 1>(&pass),
+                            2 => avx512::tile16::<false, 2>(&pass),
+                            3 => avx512::tile16::<false, 3>(&pass),
+                            4 => avx512::tile16::<false, 4>(&pass),
+                            5 => avx512::tile16::<false, 5>(&pass),
+                            6 => avx512::tile16::<false, 6>(&pass),
+                            7 => avx512::tile16::<false, 7>(&pass),
+                            _ => avx512::tile16::<false, 8>(&pass),
+                        }
+                    }
+                });
+            }
             if !self.vnni {
-                let kind = if self.sub16() {
-                    avx2::Kind::Sub16
-                } else if self.nib {
-                    avx2::Kind::Nibbles
-                } else if self.t == GgmlType::Q8_0 {
-                    avx2::Kind::Bytes8
-                } else {
-                    avx2::Kind::Bits5
+                let kind = match (self.nib, self.hb) {
+                    _ if self.sub16() => avx2::Kind::Sub16,
+                    (true, 0) => avx2::Kind::Nibbles,
+                    (true, _) => avx2::Kind::Bits5,
+                    (false, _) => avx2::Kind::Bytes8,
                 };
                 return avx2::tile(&a, kind, self.min, nx);
             }
             macro_rules! go {
-                ($nib:literal, $min:literal) => {
+                ($nib:literal, $hb:literal, $min:literal) => {
                     match nx {
-                        1 => avx512::tile::<$nib, $min, 1>(&a),
-                        2 => avx512::tile::<$nib, $min, 2>(&a),
-                        3 => avx512::tile::<$nib, $min, 3>(&a),
-                        4 => avx512::tile::<$nib, $min, 4>(&a),
-                        5 => avx512::tile::<$nib, $min, 5>(&a),
-                        6 => avx512::tile::<$nib, $min, 6>(&a),
-                        7 => avx512::tile::<$nib, $min, 7>(&a),
-                        _ => avx512::tile::<$nib, $min, 8>(&a),
+                        1 => avx512::tile::<$nib, $hb, $min, 1>(&a),
+                        2 => avx512::tile::<$nib, $hb, $min, 2>(&a),
+                        3 => avx512::tile::<$nib, $hb, $min, 3>(&a),
+                        4 => avx512::tile::<$nib, $hb, $min, 4>(&a),
+                        5 => avx512::tile::<$nib, $hb, $min, 5>(&a),
+                        6 => avx512::tile::<$nib, $hb, $min, 6>(&a),
+                        7 => avx512::tile::<$nib, $hb, $min, 7>(&a),
+                        _ => avx512::tile::<$nib, $hb, $min, 8>(&a),
                     }
                 };
             }
             if self.sub16() {
                 match nx {
-                    1 => avx512::tile16::<1>(&a),
-                    2 => avx512::tile16::<2>(&a),
-                    3 => avx512::tile16::<3>(&a),
-                    4 => avx512::tile16::<4>(&a),
-                    5 => avx512::tile16::<5>(&a),
-                    6 => avx512::tile16::<6>(&a),
-                    7 => avx512::tile16::<7>(&a),
-                    _ => avx512::tile16::<8>(&a),
+                    1 => avx512::tile16::<true, 1>(&a),
+                    2 => avx512::tile16::<true, 2>(&a),
+                    3 => avx512::tile16::<true, 3>(&a),
+                    4 => avx512::tile16::<true, 4>(&a),
+                    5 => avx512::tile16::<true, 5>(&a),
+                    6 => avx512::tile16::<true, 6>(&a),
+                    7 => avx512::tile16::<true, 7>(&a),
+                    _ => avx512::tile16::<true, 8>(&a),
                 }
                 return;
             }
-            match (self.nib, self.min) {
-                (true, true) => go!(true, true),
-                (true, false) => go!(true, false),
-                (false, true) => go!(false, true),
-                (false, false) => go!(false, false),
+            match (self.nib, self.hb, self.min) {
+                (true, 0, true) => go!(true, 0, true),
+                (true, 0, false) => go!(true, 0, false),
+                (true, _, true) => go!(true, 1, true),
+                (true, _, false) => go!(true, 1, false),
+                (false, _, _) => go!(false, 0, false),
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -387,6 +455,12 @@ impl PackedMatrix {
             unreachable!("packed kernels are x86_64 only");
         }
     }
+}
+
+#[cfg(target_arch = "x86_64")]
+thread_local! {
+    /// One group of 5-bit or Q6_K quants rebuilt to bytes for the AVX2 tile.
+    static UNPACKED: std::cell::RefCell<Vec<A64>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 #[cfg(target_arch = "x86_64")]

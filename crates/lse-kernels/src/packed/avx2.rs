@@ -21,20 +21,52 @@ use core::arch::x86_64::*;
 /// Activation rows one pass keeps in registers (16 ymm: MR i16/i32 sums, MR f32 sums, the
 /// weight chunk and constants). Q8_0 needs two more registers per chunk (`q`, `|q|`) and Q6_K
 /// two integer sums per row: both measure fastest with 3.
-const MR: usize = 4;
-const MR_WIDE: usize = 3;
+pub(super) const MR: usize = 4;
+pub(super) const MR_WIDE: usize = 3;
 
 /// How a packed block is read.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Kind {
     /// Two 4-bit quants per byte (Q4_0, Q4_1, Q4_K).
     Nibbles,
-    /// One quant below 32 per byte (Q5_0, Q5_1).
+    /// 5-bit quants: nibbles and one high-bit plane (Q5_0, Q5_1).
     Bits5,
     /// Q8_0 (stored as q + 128).
     Bytes8,
-    /// Q6_K: one quant below 64 per byte, two scales per block.
+    /// Q6_K: nibbles and two high-bit planes, two scales per block.
     Sub16,
+    /// A group of 5-bit or Q6_K quants unpacked to one byte per quant by [`unpack_group`]
+    /// (the Q8_0 byte order; scales at byte 512 of a block).
+    Bits5Bytes,
+    Sub16Bytes,
+}
+
+/// Bytes per block of a group unpacked by [`unpack_group`].
+pub(super) fn unpacked_block_bytes(min_or_sub16: bool) -> usize {
+    512 + if min_or_sub16 { 128 } else { 64 }
+}
+
+/// Rewrites group `a.wg` (nibbles and `hb` planes, blocks of `a.bb` bytes) with one byte per
+/// quant into `out` (blocks of [`unpacked_block_bytes`]), so that several passes over many
+/// activation rows rebuild each quant once instead of once per pass.
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn unpack_group(a: &Args, hb: usize, scale_bytes: usize, out: *mut u8) {
+    let ob = 512 + scale_bytes;
+    let hmask = _mm256_set1_epi8((((1 << hb) - 1) << 4) as i8);
+    for b in 0..a.nb {
+        let (src, dst) = (a.wg.add(b * a.bb), out.add(b * ob));
+        for h in 0..2 {
+            for t in 0..4 {
+                let v = ld(src.add(64 * t + 32 * h));
+                for (lo, s) in [(true, t), (false, 4 + t)] {
+                    let bits = chunk_bits(src.add(256 + 32 * h), hb, s);
+                    let u = _mm256_or_si256(nibbles(v, lo), _mm256_and_si256(bits, hmask));
+                    _mm256_storeu_si256(dst.add(64 * s + 32 * h) as *mut __m256i, u);
+                }
+            }
+        }
+        std::ptr::copy_nonoverlapping(src.add(256 + 64 * hb), dst.add(512), scale_bytes);
+    }
 }
 
 #[inline(always)]
@@ -45,6 +77,35 @@ unsafe fn bx(p: *const u8) -> __m256i {
 #[inline(always)]
 unsafe fn ld(p: *const u8) -> __m256i {
     _mm256_loadu_si256(p as *const __m256i)
+}
+
+/// Nibble chunk t (its low nibbles when `lo`, else its high ones) of a 32-byte half.
+#[inline(always)]
+unsafe fn nibbles(v: __m256i, lo: bool) -> __m256i {
+    let m0f = _mm256_set1_epi8(0x0f);
+    if lo {
+        _mm256_and_si256(v, m0f)
+    } else {
+        _mm256_and_si256(_mm256_srli_epi16::<4>(v), m0f)
+    }
+}
+
+/// The high bits of nibble chunk s (see the packed layout) from the `hb` planes at `p` (one
+/// 32-byte half), moved to bit 4 of every byte; `s` is a constant once the loops are unrolled.
+#[inline(always)]
+unsafe fn chunk_bits(p: *const u8, hb: usize, s: usize) -> __m256i {
+    let bit = s * hb;
+    let v = ld(p.add(64 * (bit / 8)));
+    match bit % 8 {
+        0 => _mm256_slli_epi16::<4>(v),
+        1 => _mm256_slli_epi16::<3>(v),
+        2 => _mm256_slli_epi16::<2>(v),
+        3 => _mm256_slli_epi16::<1>(v),
+        4 => v,
+        5 => _mm256_srli_epi16::<1>(v),
+        6 => _mm256_srli_epi16::<2>(v),
+        _ => _mm256_srli_epi16::<3>(v),
+    }
 }
 
 #[inline(always)]
@@ -59,7 +120,7 @@ unsafe fn widen(s16: __m256i) -> __m256i {
 /// As [`super::PackedMatrix::tile`]; the CPU must have AVX2 and FMA.
 pub(super) unsafe fn tile(a: &Args, kind: Kind, min: bool, nx: usize) {
     let halves = if a.ncols > 8 { 2 } else { 1 };
-    let mr = if matches!(kind, Kind::Bytes8 | Kind::Sub16) { MR_WIDE } else { MR };
+    let mr = if matches!(kind, Kind::Bytes8 | Kind::Sub16 | Kind::Sub16Bytes) { MR_WIDE } else { MR };
     let mut j0 = 0;
     while j0 < nx {
         let r = (nx - j0).min(mr);
@@ -81,19 +142,22 @@ pub(super) unsafe fn tile(a: &Args, kind: Kind, min: bool, nx: usize) {
                 (Kind::Bits5, true) => rows!(half, [1, true], 4),
                 (Kind::Bits5, false) => rows!(half, [1, false], 4),
                 (Kind::Bytes8, _) => rows!(half, [2, false], 3),
-                (Kind::Sub16, _) => rows!(half16, [], 3),
+                (Kind::Bits5Bytes, true) => rows!(half, [3, true], 4),
+                (Kind::Bits5Bytes, false) => rows!(half, [3, false], 4),
+                (Kind::Sub16, _) => rows!(half16, [true], 3),
+                (Kind::Sub16Bytes, _) => rows!(half16, [false], 3),
             }
         }
         j0 += r;
     }
 }
 
-/// Rows `j0..j0 + R` against weight rows `8h..8h + 8` of the group; `K`: 0 nibbles, 1 5-bit,
-/// 2 Q8_0 bytes.
+/// Rows `j0..j0 + R` against weight rows `8h..8h + 8` of the group; `K`: 0 nibbles, 1 5-bit
+/// (nibbles and a plane), 2 Q8_0 bytes, 3 5-bit bytes (unpacked).
 #[target_feature(enable = "avx2,fma")]
 unsafe fn half<const K: u8, const MIN: bool, const R: usize>(a: &Args, j0: usize, h: usize) {
     let (nb, k, xs) = (a.nb, a.k, a.xs);
-    let qb = if K == 0 { 256 } else { 512 };
+    let qb = [256, 320, 512, 512][K as usize];
     let x0 = a.x.add(j0 * xs);
     let m0f = _mm256_set1_epi8(0x0f);
     let flip = _mm256_set1_epi8(-128);
@@ -128,6 +192,22 @@ unsafe fn half<const K: u8, const MIN: bool, const R: usize>(a: &Args, j0: usize
                 ia[j] = _mm256_add_epi32(ia[j], widen(s[j]));
             }
         } else if K == 1 {
+            // the low nibble chunks (elements 0..16), then the high ones: 4 chunks each in i16
+            let hmask = _mm256_set1_epi8(0x10);
+            for (lo, xo) in [(true, 0), (false, 16)] {
+                let mut s = [_mm256_setzero_si256(); R];
+                for t in 0..4 {
+                    let bits = chunk_bits(wb.add(256), 1, if lo { t } else { 4 + t });
+                    let u = _mm256_or_si256(nibbles(ld(wb.add(64 * t)), lo), _mm256_and_si256(bits, hmask));
+                    for j in 0..R {
+                        s[j] = _mm256_add_epi16(s[j], _mm256_maddubs_epi16(u, bx(xb.add(j * xs + xo + 4 * t))));
+                    }
+                }
+                for j in 0..R {
+                    ia[j] = _mm256_add_epi32(ia[j], widen(s[j]));
+                }
+            }
+        } else if K == 3 {
             for t0 in [0, 4] {
                 let mut s = [_mm256_setzero_si256(); R];
                 for t in t0..t0 + 4 {
@@ -171,9 +251,10 @@ unsafe fn half<const K: u8, const MIN: bool, const R: usize>(a: &Args, j0: usize
     store::<R>(a, j0, h, &facc);
 }
 
-/// Q6_K: two 16-element sub-blocks per block, each starting at its own folded correction.
+/// Q6_K: two 16-element sub-blocks per block, each starting at its own folded correction;
+/// quants as nibbles and planes (`PLANES`) or unpacked bytes.
 #[target_feature(enable = "avx2,fma")]
-unsafe fn half16<const R: usize>(a: &Args, j0: usize, h: usize) {
+unsafe fn half16<const PLANES: bool, const R: usize>(a: &Args, j0: usize, h: usize) {
     let (nb, k, xs) = (a.nb, a.k, a.xs);
     let x0 = a.x.add(j0 * xs);
     let mut facc = [_mm256_setzero_ps(); R];
@@ -183,18 +264,30 @@ unsafe fn half16<const R: usize>(a: &Args, j0: usize, h: usize) {
         let so = k + 4 * nb + 8 * b;
         let start = |j: usize, o: usize| _mm256_set1_epi32((x0.add(j * xs + so + o) as *const i32).read_unaligned());
         let mut sub: [[__m256i; R]; 2] = [core::array::from_fn(|j| start(j, 0)), core::array::from_fn(|j| start(j, 4))];
+        let hmask = _mm256_set1_epi8(0x30);
+        // sub-block 0 is the low nibble chunks, 1 the high ones; two chunks at a time in i16
         for (half_block, acc) in sub.iter_mut().enumerate() {
-            for t0 in [4 * half_block, 4 * half_block + 2] {
-                let (v0, v1) = (ld(wb.add(64 * t0)), ld(wb.add(64 * t0 + 64)));
+            let lo = half_block == 0;
+            let chunk = |t: usize| {
+                if !PLANES {
+                    return ld(wb.add(64 * (4 * half_block + t)));
+                }
+                let bits = chunk_bits(wb.add(256), 2, 4 * half_block + t);
+                _mm256_or_si256(nibbles(ld(wb.add(64 * t)), lo), _mm256_and_si256(bits, hmask))
+            };
+            for t0 in [0, 2] {
+                let (u0, u1) = (chunk(t0), chunk(t0 + 1));
+                let xo = 16 * half_block + 4 * t0;
                 for j in 0..R {
-                    let p0 = _mm256_maddubs_epi16(v0, bx(xb.add(j * xs + 4 * t0)));
-                    let p1 = _mm256_maddubs_epi16(v1, bx(xb.add(j * xs + 4 * t0 + 4)));
+                    let p0 = _mm256_maddubs_epi16(u0, bx(xb.add(j * xs + xo)));
+                    let p1 = _mm256_maddubs_epi16(u1, bx(xb.add(j * xs + xo + 4)));
                     acc[j] = _mm256_add_epi32(acc[j], widen(_mm256_add_epi16(p0, p1)));
                 }
             }
         }
-        let d0 = _mm256_loadu_ps(wb.add(512) as *const f32);
-        let d1 = _mm256_loadu_ps(wb.add(512 + 64) as *const f32);
+        let qb = if PLANES { 384 } else { 512 };
+        let d0 = _mm256_loadu_ps(wb.add(qb) as *const f32);
+        let d1 = _mm256_loadu_ps(wb.add(qb + 64) as *const f32);
         for j in 0..R {
             let px = x0.add(j * xs);
             let dx = _mm256_set1_ps((px.add(k + 4 * b) as *const f32).read_unaligned());

@@ -8,11 +8,36 @@ unsafe fn bx(p: *const u8) -> __m512i {
     _mm512_set1_epi32((p as *const i32).read_unaligned())
 }
 
+/// The high bits of nibble chunk s (see the packed layout) from the `HB` planes at `p`, moved
+/// to bit 4 of every byte. `s` is a constant once the chunk loop is unrolled.
+#[inline(always)]
+unsafe fn chunk_bits<const HB: u32>(p: *const u8, s: usize) -> __m512i {
+    let bit = s * HB as usize;
+    let v = _mm512_loadu_si512(p.add(64 * (bit / 8)) as *const _);
+    match bit % 8 {
+        0 => _mm512_slli_epi16::<4>(v),
+        1 => _mm512_slli_epi16::<3>(v),
+        2 => _mm512_slli_epi16::<2>(v),
+        3 => _mm512_slli_epi16::<1>(v),
+        4 => v,
+        5 => _mm512_srli_epi16::<1>(v),
+        6 => _mm512_srli_epi16::<2>(v),
+        _ => _mm512_srli_epi16::<3>(v),
+    }
+}
+
+/// `nib | (bits & mask)`: a nibble chunk with its high bits.
+#[inline(always)]
+unsafe fn with_bits(nib: __m512i, bits: __m512i, mask: __m512i) -> __m512i {
+    _mm512_or_si512(nib, _mm512_and_si512(bits, mask))
+}
+
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-pub(super) unsafe fn tile<const NIB: bool, const MIN: bool, const MR: usize>(a: &Args) {
+pub(super) unsafe fn tile<const NIB: bool, const HB: u32, const MIN: bool, const MR: usize>(a: &Args) {
     let (nb, k, xs) = (a.nb, a.k, a.xs);
-    let qb = if NIB { 256 } else { 512 };
+    let qb = if NIB { 256 + 64 * HB as usize } else { 512 };
     let m0f = _mm512_set1_epi8(0x0f);
+    let hmask = _mm512_set1_epi8((((1 << HB) - 1) << 4) as i8);
     let mut facc = [_mm512_setzero_ps(); MR];
     for b in 0..nb {
         let wb = a.wg.add(b * a.bb);
@@ -33,8 +58,12 @@ pub(super) unsafe fn tile<const NIB: bool, const MIN: bool, const MR: usize>(a: 
         if NIB {
             for t in 0..4 {
                 let v = _mm512_loadu_si512(wb.add(64 * t) as *const _);
-                let lo = _mm512_and_si512(v, m0f);
-                let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(v), m0f);
+                let mut lo = _mm512_and_si512(v, m0f);
+                let mut hi = _mm512_and_si512(_mm512_srli_epi16::<4>(v), m0f);
+                if HB > 0 {
+                    lo = with_bits(lo, chunk_bits::<HB>(wb.add(256), t), hmask);
+                    hi = with_bits(hi, chunk_bits::<HB>(wb.add(256), 4 + t), hmask);
+                }
                 for j in 0..MR {
                     ia[j] = _mm512_dpbusd_epi32(ia[j], lo, bx(xb.add(j * xs + 4 * t)));
                 }
@@ -94,11 +123,15 @@ unsafe fn store<const MR: usize>(a: &Args, facc: &[__m512; MR]) {
     }
 }
 
-/// Byte quants with two 16-element sub-blocks per block (Q6_K): scales `d₀`, `d₁` per row,
-/// activation rows with per-16 folded corrections (`u = q + 2^SH`, corrected per sub-block).
+/// Q6_K: 6-bit quants (nibbles and two high-bit planes, or one byte per quant after
+/// `avx2::unpack_group` when `!PLANES`) with two 16-element sub-blocks per block:
+/// scales `d₀`, `d₁` per row, activation rows with per-16 folded corrections (`u = q + 2^SH`,
+/// corrected per sub-block). The low nibble chunks are elements 0..16, the high ones 16..32.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-pub(super) unsafe fn tile16<const MR: usize>(a: &Args) {
+pub(super) unsafe fn tile16<const PLANES: bool, const MR: usize>(a: &Args) {
     let (nb, k, xs) = (a.nb, a.k, a.xs);
+    let m0f = _mm512_set1_epi8(0x0f);
+    let hmask = _mm512_set1_epi8(0x30);
     let mut facc = [_mm512_setzero_ps(); MR];
     for b in 0..nb {
         let wb = a.wg.add(b * a.bb);
@@ -108,19 +141,23 @@ pub(super) unsafe fn tile16<const MR: usize>(a: &Args) {
         let mut i0: [__m512i; MR] = core::array::from_fn(|j| start(j, 0));
         let mut i1: [__m512i; MR] = core::array::from_fn(|j| start(j, 4));
         for t in 0..4 {
-            let v = _mm512_loadu_si512(wb.add(64 * t) as *const _);
+            let (lo, hi) = if PLANES {
+                let v = _mm512_loadu_si512(wb.add(64 * t) as *const _);
+                let lo = with_bits(_mm512_and_si512(v, m0f), chunk_bits::<2>(wb.add(256), t), hmask);
+                (lo, with_bits(_mm512_and_si512(_mm512_srli_epi16::<4>(v), m0f), chunk_bits::<2>(wb.add(256), 4 + t), hmask))
+            } else {
+                (_mm512_loadu_si512(wb.add(64 * t) as *const _), _mm512_loadu_si512(wb.add(64 * (4 + t)) as *const _))
+            };
             for j in 0..MR {
-                i0[j] = _mm512_dpbusd_epi32(i0[j], v, bx(xb.add(j * xs + 4 * t)));
+                i0[j] = _mm512_dpbusd_epi32(i0[j], lo, bx(xb.add(j * xs + 4 * t)));
+            }
+            for j in 0..MR {
+                i1[j] = _mm512_dpbusd_epi32(i1[j], hi, bx(xb.add(j * xs + 16 + 4 * t)));
             }
         }
-        for t in 4..8 {
-            let v = _mm512_loadu_si512(wb.add(64 * t) as *const _);
-            for j in 0..MR {
-                i1[j] = _mm512_dpbusd_epi32(i1[j], v, bx(xb.add(j * xs + 4 * t)));
-            }
-        }
-        let d0 = _mm512_loadu_ps(wb.add(512) as *const f32);
-        let d1 = _mm512_loadu_ps(wb.add(512 + 64) as *const f32);
+        let qb = if PLANES { 384 } else { 512 };
+        let d0 = _mm512_loadu_ps(wb.add(qb) as *const f32);
+        let d1 = _mm512_loadu_ps(wb.add(qb + 64) as *const f32);
         for j in 0..MR {
             let px = a.x.add(j * xs);
             let dx = _mm512_set1_ps((px.add(k + 4 * b) as *const f32).read_unaligned());
