@@ -88,15 +88,24 @@ impl Engine {
         Ok(results)
     }
 
-    /// Validation only: the full logits (rows × n_vocab).
+    /// The full logits (rows × n_vocab).
     pub fn head_logits(&self, rows: &HiddenRows) -> Result<Vec<f32>, EngineError> {
+        let mut out = Vec::new();
+        self.head_logits_into(rows, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`Engine::head_logits`] into `out` (resized to rows × n_vocab), so that a caller stepping
+    /// many times reuses one buffer: a fresh vocabulary-sized vector per step is fresh pages,
+    /// each faulted in and zeroed by the kernel.
+    pub fn head_logits_into(&self, rows: &HiddenRows, out: &mut Vec<f32>) -> Result<(), EngineError> {
         self.check_rows(rows)?;
         let v = self.model.n_vocab;
-        let mut out = vec![0f32; rows.n_rows * v];
+        out.resize(rows.n_rows * v, 0.0);
         for r0 in (0..rows.n_rows).step_by(HEAD_ROWS) {
             let r1 = (r0 + HEAD_ROWS).min(rows.n_rows);
             self.head_block(rows, r0, r1, 0..v, &mut out[r0 * v..r1 * v]);
         }
-        Ok(out)
+        Ok(())
     }
 }

@@ -392,16 +392,7 @@ impl PackedMatrix {
                     }
                     for j0 in (0..nx).step_by(PMR) {
                         let pass = Args { x: x.add(j0 * xs), y: y.add(j0 * ldy), ..bytes };
-                        match (nx - j0).min(PMR) {
-                            1 => avx512::tile16::<false, 1>(&pass),
-                            2 => avx512::tile16::<false, 2>(&pass),
-                            3 => avx512::tile16::<false, 3>(&pass),
-                            4 => avx512::tile16::<false, 4>(&pass),
-                            5 => avx512::tile16::<false, 5>(&pass),
-                            6 => avx512::tile16::<false, 6>(&pass),
-                            7 => avx512::tile16::<false, 7>(&pass),
-                            _ => avx512::tile16::<false, 8>(&pass),
-                        }
+                        by_rows!((nx - j0).min(PMR), tile16::<false>, &pass);
                     }
                 });
             }
@@ -414,39 +405,15 @@ impl PackedMatrix {
                 };
                 return avx2::tile(&a, kind, self.min, nx);
             }
-            macro_rules! go {
-                ($nib:literal, $hb:literal, $min:literal) => {
-                    match nx {
-                        1 => avx512::tile::<$nib, $hb, $min, 1>(&a),
-                        2 => avx512::tile::<$nib, $hb, $min, 2>(&a),
-                        3 => avx512::tile::<$nib, $hb, $min, 3>(&a),
-                        4 => avx512::tile::<$nib, $hb, $min, 4>(&a),
-                        5 => avx512::tile::<$nib, $hb, $min, 5>(&a),
-                        6 => avx512::tile::<$nib, $hb, $min, 6>(&a),
-                        7 => avx512::tile::<$nib, $hb, $min, 7>(&a),
-                        _ => avx512::tile::<$nib, $hb, $min, 8>(&a),
-                    }
-                };
-            }
             if self.sub16() {
-                match nx {
-                    1 => avx512::tile16::<true, 1>(&a),
-                    2 => avx512::tile16::<true, 2>(&a),
-                    3 => avx512::tile16::<true, 3>(&a),
-                    4 => avx512::tile16::<true, 4>(&a),
-                    5 => avx512::tile16::<true, 5>(&a),
-                    6 => avx512::tile16::<true, 6>(&a),
-                    7 => avx512::tile16::<true, 7>(&a),
-                    _ => avx512::tile16::<true, 8>(&a),
-                }
-                return;
+                return by_rows!(nx, tile16::<true>, &a);
             }
             match (self.nib, self.hb, self.min) {
-                (true, 0, true) => go!(true, 0, true),
-                (true, 0, false) => go!(true, 0, false),
-                (true, _, true) => go!(true, 1, true),
-                (true, _, false) => go!(true, 1, false),
-                (false, _, _) => go!(false, 0, false),
+                (true, 0, true) => by_rows!(nx, tile::<true, 0, true>, &a),
+                (true, 0, false) => by_rows!(nx, tile::<true, 0, false>, &a),
+                (true, _, true) => by_rows!(nx, tile::<true, 1, true>, &a),
+                (true, _, false) => by_rows!(nx, tile::<true, 1, false>, &a),
+                (false, _, _) => by_rows!(nx, tile::<false, 0, false>, &a),
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -456,6 +423,24 @@ impl PackedMatrix {
         }
     }
 }
+
+/// `avx512::$f::<$g.., nx>($a)` for a row count `nx` in 1..=PMR.
+#[cfg(target_arch = "x86_64")]
+macro_rules! by_rows {
+    ($nx:expr, $f:ident :: <$($g:tt),*>, $a:expr) => {
+        match $nx {
+            1 => avx512::$f::<$($g,)* 1>($a),
+            2 => avx512::$f::<$($g,)* 2>($a),
+            3 => avx512::$f::<$($g,)* 3>($a),
+            4 => avx512::$f::<$($g,)* 4>($a),
+            5 => avx512::$f::<$($g,)* 5>($a),
+            6 => avx512::$f::<$($g,)* 6>($a),
+            7 => avx512::$f::<$($g,)* 7>($a),
+            _ => avx512::$f::<$($g,)* 8>($a),
+        }
+    };
+}
+use by_rows;
 
 #[cfg(target_arch = "x86_64")]
 thread_local! {

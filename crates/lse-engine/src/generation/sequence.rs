@@ -7,7 +7,15 @@ use super::request::{GenerateRequest, Prompt};
 use super::sampler::Sampler;
 use super::text::TextStream;
 use crate::{BatchRow, Engine, EngineError, Session};
+use lse_kernels::reduce::RowReduce;
+use std::cell::RefCell;
+use std::sync::OnceLock;
 use std::time::Instant;
+
+thread_local! {
+    /// The logits of a step's output rows, reused from step to step (see `head_logits_into`).
+    static LOGITS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
 
 /// Why a generation ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,6 +67,8 @@ pub struct Sequence {
     pub started: Instant,
     /// When the first token was sampled (the prompt's end).
     pub first_token_at: Option<Instant>,
+    /// The logits row the sampler penalizes and filters, kept between steps.
+    work: Vec<f32>,
 }
 
 impl Sequence {
@@ -128,6 +138,7 @@ impl Engine {
             finish: None,
             started: Instant::now(),
             first_token_at: None,
+            work: Vec::new(),
         })
     }
 
@@ -171,17 +182,29 @@ impl Engine {
                 s.fed += 1;
             }
         }
-        let logits = self.head_logits(&hidden)?;
-        let v = self.n_vocab();
-        let outs = rows.iter().filter(|r| r.output);
-        for (r, row) in outs.zip(logits.chunks_exact(v)) {
-            self.accept(seqs[r.seq], row)?;
-        }
-        Ok(stats)
+        LOGITS.with(|logits| {
+            let mut logits = logits.borrow_mut();
+            self.head_logits_into(&hidden, &mut logits)?;
+            let v = self.n_vocab();
+            let outs: Vec<(usize, &[f32])> = rows.iter().filter(|r| r.output).map(|r| r.seq).zip(logits.chunks_exact(v)).collect();
+            // the rows' reductions (a pass over the vocabulary each) run on the pool, one task a row
+            let top_k: Vec<usize> = outs.iter().map(|&(i, _)| seqs[i].top_logprobs.max(2)).collect();
+            let reds: Vec<OnceLock<RowReduce>> = outs.iter().map(|_| OnceLock::new()).collect();
+            let d = self.options().dialect;
+            self.backend.run(outs.len(), &|i| {
+                let _ = reds[i].set(lse_kernels::reduce::reduce_row(d, outs[i].1, &[], top_k[i]));
+            });
+            for (&(i, row), red) in outs.iter().zip(reds) {
+                let red = red.into_inner().expect("every row reduced");
+                self.accept(seqs[i], row, &red)?;
+            }
+            Ok(stats)
+        })
     }
 
-    /// Samples the sequence's next token from one logits row and updates its text and state.
-    fn accept(&self, s: &mut Sequence, row: &[f32]) -> Result<(), EngineError> {
+    /// Samples the sequence's next token from one logits row (`red`: its reductions) and updates
+    /// its text and state.
+    fn accept(&self, s: &mut Sequence, row: &[f32], red: &RowReduce) -> Result<(), EngineError> {
         if s.first_token_at.is_none() {
             s.first_token_at = Some(Instant::now());
         }
@@ -189,8 +212,7 @@ impl Engine {
             s.finish = Some(FinishReason::Length);
             return Ok(());
         }
-        // the model's distribution, reduced by the same kernels as scoring (f64 sum of exps)
-        let red = lse_kernels::reduce::reduce_row(self.options().dialect, row, &[], s.top_logprobs.max(2));
+        // `red`: the model's distribution, reduced by the same kernels as scoring (f64 sum of exps)
         if !red.max.is_finite() || !red.sum_exp.is_finite() {
             return Err(EngineError::NonFinite("the logits of a generation step are not finite".into()));
         }
@@ -200,8 +222,9 @@ impl Engine {
             let second = red.top.get(1).map_or(f32::NEG_INFINITY, |t| t.1);
             (red.argmax, (red.max - second) as f64)
         } else {
-            let mut work = row.to_vec();
-            s.sampler.sample_with_margin(&mut work, s.session.tokens())
+            s.work.clear();
+            s.work.extend_from_slice(row);
+            s.sampler.sample_with_margin(&mut s.work, s.session.tokens())
         };
         let lp = |l: f32| l as f64 - max - lse;
         let top = &red.top;
