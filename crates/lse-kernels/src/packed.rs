@@ -13,8 +13,9 @@
 //!
 //! Packed layout, per group of 16 weight rows (the last group padded with zero rows), per block
 //! of 32 elements: the quants as unsigned values (`u = q + 2^SH` for the Q8_0 family, the stored
-//! unsigned quant for the Q8_1 family), then 16 f32 block scales `d`, then 16 f32 mins `m`
-//! (Q8_1 family only; Q8_0-family blocks end after `d`). Q8_0 keeps one byte per quant: byte
+//! unsigned quant for the Q8_1 family), then 16 block scales `d`, then 16 mins `m` (Q8_1 family
+//! only; Q8_0-family blocks end after `d`); scales and mins are f16 for the 32-element block
+//! formats (the file's own values) and f32 for the k-quants (`d·sc` is not an f16). Q8_0 keeps one byte per quant: byte
 //! `t·64 + 4r + c` = element `4t + c` of row `r` (t < 8). Every other format keeps the low 4 bits
 //! of two quants per byte: byte `t·64 + 4r + c` holds element `4t + c` in its low nibble and
 //! element `16 + 4t + c` in its high nibble (t < 4). The bits above the nibble (`HB` = 1 for
@@ -49,6 +50,9 @@ pub struct PackedMatrix {
     nib: bool,
     /// High-bit planes after the nibbles (see the module docs).
     hb: u32,
+    /// Scales (and mins) stored as f16: the GGUF's own f16 values, exact (the 32-element block
+    /// formats; the k-quants' products `d·sc` need f32).
+    f16s: bool,
     min: bool,
     sh: i32,
     /// Bytes per block of one group (quants, d, m).
@@ -201,7 +205,9 @@ impl PackedMatrix {
         let qb = if nib { 256 + 64 * hb as usize } else { 512 };
         // the `m` slot exists only where a kernel reads it (mins; Q6_K's second scale)
         let has_m = min || t == GgmlType::Q6_K;
-        let block_bytes = qb + if has_m { 128 } else { 64 };
+        let f16s = !matches!(t, GgmlType::Q4_K | GgmlType::Q6_K);
+        let sb = if f16s { 32 } else { 64 };
+        let block_bytes = qb + sb * (1 + has_m as usize);
         let nb = k / 32;
         let ng = n.div_ceil(PNR);
         let group_bytes = nb * block_bytes;
@@ -240,9 +246,14 @@ impl PackedMatrix {
                             put(blk, tt * 64 + 4 * r, uw(4 * tt));
                         }
                     }
-                    put(blk, qb + 4 * r, d.to_bits());
-                    if has_m {
-                        put(blk, qb + 64 + 4 * r, m.to_bits());
+                    for (off, v) in [(0, d), (sb, m)].into_iter().take(1 + has_m as usize) {
+                        if f16s {
+                            let h = crate::fp::f32_to_f16(v);
+                            debug_assert_eq!(crate::fp::f16_to_f32(h).to_bits(), v.to_bits(), "pack: scale not an f16");
+                            blk[qb + off + 2 * r..qb + off + 2 * r + 2].copy_from_slice(&h.to_le_bytes());
+                        } else {
+                            put(blk, qb + off + 4 * r, v.to_bits());
+                        }
                     }
                 }
             }
@@ -263,6 +274,7 @@ impl PackedMatrix {
             k,
             nib,
             hb,
+            f16s,
             min,
             sh,
             block_bytes,
@@ -283,6 +295,14 @@ impl PackedMatrix {
     /// Bytes of packed data.
     pub fn size_bytes(&self) -> usize {
         self.data.len() * 64
+    }
+    /// Bytes of quants (nibbles and planes, or bytes) per block of a group.
+    fn quant_bytes(&self) -> usize {
+        if self.nib {
+            256 + 64 * self.hb as usize
+        } else {
+            512
+        }
     }
     pub(crate) fn group_bytes(&self) -> usize {
         self.k / 32 * self.block_bytes
@@ -375,8 +395,8 @@ impl PackedMatrix {
             };
             if self.hb > 0 && nx > self.rows_per_pass() {
                 // rebuild the group's bytes once for all passes (see `rows_per_tile`)
-                let has_m = self.min || self.sub16();
-                let ob = avx2::unpacked_block_bytes(has_m);
+                let scale_bytes = self.block_bytes - self.quant_bytes();
+                let ob = 512 + scale_bytes;
                 return UNPACKED.with(|buf| {
                     let mut buf = buf.borrow_mut();
                     let need = (a.nb * ob).div_ceil(64);
@@ -384,11 +404,11 @@ impl PackedMatrix {
                         buf.resize(need, A64([0; 64]));
                     }
                     let out = buf.as_mut_ptr() as *mut u8;
-                    avx2::unpack_group(&a, self.hb as usize, ob - 512, out);
+                    avx2::unpack_group(&a, self.hb as usize, scale_bytes, out);
                     let bytes = Args { wg: out, bb: ob, ..a };
                     if !self.vnni {
                         let kind = if self.sub16() { avx2::Kind::Sub16Bytes } else { avx2::Kind::Bits5Bytes };
-                        return avx2::tile(&bytes, kind, self.min, nx);
+                        return avx2::tile(&bytes, kind, self.min, self.f16s, nx);
                     }
                     for j0 in (0..nx).step_by(PMR) {
                         let pass = Args { x: x.add(j0 * xs), y: y.add(j0 * ldy), ..bytes };
@@ -403,17 +423,18 @@ impl PackedMatrix {
                     (true, _) => avx2::Kind::Bits5,
                     (false, _) => avx2::Kind::Bytes8,
                 };
-                return avx2::tile(&a, kind, self.min, nx);
+                return avx2::tile(&a, kind, self.min, self.f16s, nx);
             }
             if self.sub16() {
                 return by_rows!(nx, tile16::<true>, &a);
             }
-            match (self.nib, self.hb, self.min) {
-                (true, 0, true) => by_rows!(nx, tile::<true, 0, true>, &a),
-                (true, 0, false) => by_rows!(nx, tile::<true, 0, false>, &a),
-                (true, _, true) => by_rows!(nx, tile::<true, 1, true>, &a),
-                (true, _, false) => by_rows!(nx, tile::<true, 1, false>, &a),
-                (false, _, _) => by_rows!(nx, tile::<false, 0, false>, &a),
+            match (self.nib, self.hb, self.min, self.f16s) {
+                (true, 0, true, true) => by_rows!(nx, tile::<true, 0, true, true>, &a),
+                (true, 0, true, false) => by_rows!(nx, tile::<true, 0, true, false>, &a),
+                (true, 0, false, _) => by_rows!(nx, tile::<true, 0, false, true>, &a),
+                (true, _, true, _) => by_rows!(nx, tile::<true, 1, true, true>, &a),
+                (true, _, false, _) => by_rows!(nx, tile::<true, 1, false, true>, &a),
+                (false, _, _, _) => by_rows!(nx, tile::<false, 0, false, true>, &a),
             }
         }
         #[cfg(not(target_arch = "x86_64"))]

@@ -41,13 +41,8 @@ pub(super) enum Kind {
     Sub16Bytes,
 }
 
-/// Bytes per block of a group unpacked by [`unpack_group`].
-pub(super) fn unpacked_block_bytes(min_or_sub16: bool) -> usize {
-    512 + if min_or_sub16 { 128 } else { 64 }
-}
-
 /// Rewrites group `a.wg` (nibbles and `hb` planes, blocks of `a.bb` bytes) with one byte per
-/// quant into `out` (blocks of [`unpacked_block_bytes`]), so that several passes over many
+/// quant into `out` (blocks of 512 bytes of quants and the `scale_bytes` copied), so that several passes over many
 /// activation rows rebuild each quant once instead of once per pass.
 #[target_feature(enable = "avx2,fma")]
 pub(super) unsafe fn unpack_group(a: &Args, hb: usize, scale_bytes: usize, out: *mut u8) {
@@ -108,6 +103,16 @@ unsafe fn chunk_bits(p: *const u8, hb: usize, s: usize) -> __m256i {
     }
 }
 
+/// Scales `8h..8h + 8` of the 16 at `p`, stored as f16 (`F16S`) or f32.
+#[inline(always)]
+unsafe fn scales<const F16S: bool>(p: *const u8, h: usize) -> __m256 {
+    if F16S {
+        _mm256_cvtph_ps(_mm_loadu_si128(p.add(16 * h) as *const __m128i))
+    } else {
+        _mm256_loadu_ps(p.add(32 * h) as *const f32)
+    }
+}
+
 #[inline(always)]
 unsafe fn widen(s16: __m256i) -> __m256i {
     _mm256_madd_epi16(s16, _mm256_set1_epi16(1))
@@ -118,7 +123,7 @@ unsafe fn widen(s16: __m256i) -> __m256i {
 ///
 /// # Safety
 /// As [`super::PackedMatrix::tile`]; the CPU must have AVX2 and FMA.
-pub(super) unsafe fn tile(a: &Args, kind: Kind, min: bool, nx: usize) {
+pub(super) unsafe fn tile(a: &Args, kind: Kind, min: bool, f16s: bool, nx: usize) {
     let halves = if a.ncols > 8 { 2 } else { 1 };
     let mr = if matches!(kind, Kind::Bytes8 | Kind::Sub16 | Kind::Sub16Bytes) { MR_WIDE } else { MR };
     let mut j0 = 0;
@@ -136,16 +141,17 @@ pub(super) unsafe fn tile(a: &Args, kind: Kind, min: bool, nx: usize) {
                     }
                 };
             }
-            match (kind, min) {
-                (Kind::Nibbles, true) => rows!(half, [0, true], 4),
-                (Kind::Nibbles, false) => rows!(half, [0, false], 4),
-                (Kind::Bits5, true) => rows!(half, [1, true], 4),
-                (Kind::Bits5, false) => rows!(half, [1, false], 4),
-                (Kind::Bytes8, _) => rows!(half, [2, false], 3),
-                (Kind::Bits5Bytes, true) => rows!(half, [3, true], 4),
-                (Kind::Bits5Bytes, false) => rows!(half, [3, false], 4),
-                (Kind::Sub16, _) => rows!(half16, [true], 3),
-                (Kind::Sub16Bytes, _) => rows!(half16, [false], 3),
+            match (kind, min, f16s) {
+                (Kind::Nibbles, true, true) => rows!(half, [0, true, true], 4),
+                (Kind::Nibbles, true, false) => rows!(half, [0, true, false], 4),
+                (Kind::Nibbles, false, _) => rows!(half, [0, false, true], 4),
+                (Kind::Bits5, true, _) => rows!(half, [1, true, true], 4),
+                (Kind::Bits5, false, _) => rows!(half, [1, false, true], 4),
+                (Kind::Bytes8, _, _) => rows!(half, [2, false, true], 3),
+                (Kind::Bits5Bytes, true, _) => rows!(half, [3, true, true], 4),
+                (Kind::Bits5Bytes, false, _) => rows!(half, [3, false, true], 4),
+                (Kind::Sub16, _, _) => rows!(half16, [true], 3),
+                (Kind::Sub16Bytes, _, _) => rows!(half16, [false], 3),
             }
         }
         j0 += r;
@@ -154,8 +160,8 @@ pub(super) unsafe fn tile(a: &Args, kind: Kind, min: bool, nx: usize) {
 
 /// Rows `j0..j0 + R` against weight rows `8h..8h + 8` of the group; `K`: 0 nibbles, 1 5-bit
 /// (nibbles and a plane), 2 Q8_0 bytes, 3 5-bit bytes (unpacked).
-#[target_feature(enable = "avx2,fma")]
-unsafe fn half<const K: u8, const MIN: bool, const R: usize>(a: &Args, j0: usize, h: usize) {
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn half<const K: u8, const MIN: bool, const F16S: bool, const R: usize>(a: &Args, j0: usize, h: usize) {
     let (nb, k, xs) = (a.nb, a.k, a.xs);
     let qb = [256, 320, 512, 512][K as usize];
     let x0 = a.x.add(j0 * xs);
@@ -230,9 +236,11 @@ unsafe fn half<const K: u8, const MIN: bool, const R: usize>(a: &Args, j0: usize
                 }
             }
         }
-        let dw = _mm256_loadu_ps(wb.add(qb) as *const f32);
+        // this half's 8 scales (and mins) of the block
+        let sc = a.wg.add(b * a.bb + qb);
+        let dw = scales::<F16S>(sc, h);
         if MIN {
-            let mw = _mm256_loadu_ps(wb.add(qb + 64) as *const f32);
+            let mw = scales::<F16S>(sc.add(if F16S { 32 } else { 64 }), h);
             for j in 0..R {
                 let px = x0.add(j * xs);
                 let dx = _mm256_set1_ps((px.add(k + 4 * b) as *const f32).read_unaligned());

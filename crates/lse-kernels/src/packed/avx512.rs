@@ -33,7 +33,7 @@ unsafe fn with_bits(nib: __m512i, bits: __m512i, mask: __m512i) -> __m512i {
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-pub(super) unsafe fn tile<const NIB: bool, const HB: u32, const MIN: bool, const MR: usize>(a: &Args) {
+pub(super) unsafe fn tile<const NIB: bool, const HB: u32, const MIN: bool, const F16S: bool, const MR: usize>(a: &Args) {
     let (nb, k, xs) = (a.nb, a.k, a.xs);
     let qb = if NIB { 256 + 64 * HB as usize } else { 512 };
     let m0f = _mm512_set1_epi8(0x0f);
@@ -86,9 +86,9 @@ pub(super) unsafe fn tile<const NIB: bool, const HB: u32, const MIN: bool, const
                 ia[j] = _mm512_add_epi32(ia[j], ib[j]);
             }
         }
-        let dw = _mm512_loadu_ps(wb.add(qb) as *const f32);
+        let dw = scales::<F16S>(wb.add(qb));
         if MIN {
-            let mw = _mm512_loadu_ps(wb.add(qb + 64) as *const f32);
+            let mw = scales::<F16S>(wb.add(qb + if F16S { 32 } else { 64 }));
             for j in 0..MR {
                 let px = a.x.add(j * xs);
                 let dx = _mm512_set1_ps((px.add(k + 4 * b) as *const f32).read_unaligned());
@@ -107,6 +107,16 @@ pub(super) unsafe fn tile<const NIB: bool, const HB: u32, const MIN: bool, const
         }
     }
     store::<MR>(a, &facc);
+}
+
+/// 16 scales (or mins) of a block, stored as f16 (`F16S`) or f32.
+#[inline(always)]
+unsafe fn scales<const F16S: bool>(p: *const u8) -> __m512 {
+    if F16S {
+        _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i))
+    } else {
+        _mm512_loadu_ps(p as *const f32)
+    }
 }
 
 #[inline(always)]
