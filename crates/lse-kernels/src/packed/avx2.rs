@@ -91,15 +91,12 @@ unsafe fn nibbles(v: __m256i, lo: bool) -> __m256i {
 unsafe fn chunk_bits(p: *const u8, hb: usize, s: usize) -> __m256i {
     let bit = s * hb;
     let v = ld(p.add(64 * (bit / 8)));
-    match bit % 8 {
-        0 => _mm256_slli_epi16::<4>(v),
-        1 => _mm256_slli_epi16::<3>(v),
-        2 => _mm256_slli_epi16::<2>(v),
-        3 => _mm256_slli_epi16::<1>(v),
-        4 => v,
-        5 => _mm256_srli_epi16::<1>(v),
-        6 => _mm256_srli_epi16::<2>(v),
-        _ => _mm256_srli_epi16::<3>(v),
+    // the chunk's bits sit at bit `bit % 8` of each byte; a 16-bit shift by a constant count
+    let o = (bit % 8) as i32;
+    if o <= 4 {
+        _mm256_sll_epi16(v, _mm_cvtsi32_si128(4 - o))
+    } else {
+        _mm256_srl_epi16(v, _mm_cvtsi32_si128(o - 4))
     }
 }
 

@@ -14,15 +14,12 @@ unsafe fn bx(p: *const u8) -> __m512i {
 unsafe fn chunk_bits<const HB: u32>(p: *const u8, s: usize) -> __m512i {
     let bit = s * HB as usize;
     let v = _mm512_loadu_si512(p.add(64 * (bit / 8)) as *const _);
-    match bit % 8 {
-        0 => _mm512_slli_epi16::<4>(v),
-        1 => _mm512_slli_epi16::<3>(v),
-        2 => _mm512_slli_epi16::<2>(v),
-        3 => _mm512_slli_epi16::<1>(v),
-        4 => v,
-        5 => _mm512_srli_epi16::<1>(v),
-        6 => _mm512_srli_epi16::<2>(v),
-        _ => _mm512_srli_epi16::<3>(v),
+    // the chunk's bits sit at bit `bit % 8` of each byte; a 16-bit shift by a constant count
+    let o = (bit % 8) as i32;
+    if o <= 4 {
+        _mm512_sll_epi16(v, _mm_cvtsi32_si128(4 - o))
+    } else {
+        _mm512_srl_epi16(v, _mm_cvtsi32_si128(o - 4))
     }
 }
 
