@@ -62,6 +62,7 @@ pub(crate) unsafe fn load_f32_first(p: *const u8, n: usize) -> __m256 {
         return _mm256_loadu_ps(p as *const f32);
     }
     let mut a = [0f32; 8];
-    core::ptr::copy_nonoverlapping(p as *const f32, a.as_mut_ptr(), n);
+    // byte copy: `p` need not be 4-byte aligned
+    core::ptr::copy_nonoverlapping(p, a.as_mut_ptr() as *mut u8, 4 * n);
     _mm256_loadu_ps(a.as_ptr())
 }
