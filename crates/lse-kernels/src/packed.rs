@@ -234,7 +234,8 @@ impl PackedMatrix {
                         for tt in 0..4 {
                             put(blk, tt * 64 + 4 * r, low(4 * tt) | (low(16 + 4 * tt) << 4));
                         }
-                        for s in (0..8).filter(|_| hb > 0) {
+                        // chunk s's high bits (none for 4-bit formats) into its plane
+                        for s in 0..if hb > 0 { 8 } else { 0 } {
                             let bit = s * hb as usize;
                             for c in 0..4 {
                                 let e = if s < 4 { 4 * s + c } else { 16 + 4 * (s - 4) + c };

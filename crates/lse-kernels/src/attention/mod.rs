@@ -60,7 +60,7 @@ pub struct KvView<'a> {
 pub fn uses_tiled(d: Dialect, kind: AttnKind, dk: usize, dv: usize) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        kind == AttnKind::Flash && tiled_available(d) && dk % 16 == 0 && dv % 16 == 0
+        kind == AttnKind::Flash && tiled_available(d) && dk.is_multiple_of(16) && dv.is_multiple_of(16)
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -333,7 +333,12 @@ fn tiled_task<E: tiled::Lanes>(
 ) {
     use tiled::RM;
     let group = s.n_head / hk;
-    let mut acc = vec![0f32; RM * dv];
+    let head = tiled::Head { kt: kt_g, v: v_g, dk, dv, scale: s.scale };
+    // the accumulator scratch is taken from this thread's slot and put back at the end
+    let mut acc = TILE_ACC.take();
+    if acc.len() < RM * dv {
+        acc.resize(RM * dv, 0.0);
+    }
     let (i0, i1) = (b * Q_BLOCK, ((b + 1) * Q_BLOCK).min(s.n_q));
     let n_rows = (i1 - i0) * group;
     let mut r0 = 0;
@@ -355,13 +360,20 @@ fn tiled_task<E: tiled::Lanes>(
         // of 16; the panels cover every key up to the last query's position.
         unsafe {
             if crate::simd::level() == crate::simd::Level::Avx512 {
-                tiled::micro_tile_avx512(&rows, kt_g, v_g, dk, dv, s.scale, &mut acc, &mut outs)
+                tiled::micro_tile_avx512(&rows, &head, &mut acc, &mut outs)
             } else {
-                tiled::micro_tile_avx2(&rows, kt_g, v_g, dk, dv, s.scale, &mut acc, &mut outs)
+                tiled::micro_tile_avx2(&rows, &head, &mut acc, &mut outs)
             }
         };
         r0 += n;
     }
+    TILE_ACC.set(acc);
+}
+
+#[cfg(target_arch = "x86_64")]
+thread_local! {
+    /// The micro-tile's accumulator scratch (`RM·dv` floats), kept per thread across tasks.
+    static TILE_ACC: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// The visible keys of one query row, as f32 rows.

@@ -216,10 +216,10 @@ fn tiled_avx2_equals_avx512() {
                         // SAFETY: AVX-512 checked above (AVX2 comes with it); dims multiples of 16.
                         unsafe {
                             match (avx512, half) {
-                                (true, false) => tiled::micro_tile_avx512(&rows, &kt, &v, dk, dv, 0.125, &mut acc, &mut outs),
-                                (false, false) => tiled::micro_tile_avx2(&rows, &kt, &v, dk, dv, 0.125, &mut acc, &mut outs),
-                                (true, true) => tiled::micro_tile_avx512(&rows, &kt16, &v16, dk, dv, 0.125, &mut acc, &mut outs),
-                                (false, true) => tiled::micro_tile_avx2(&rows, &kt16, &v16, dk, dv, 0.125, &mut acc, &mut outs),
+                                (true, false) => tiled::micro_tile_avx512(&rows, &tiled::Head { kt: &kt, v: &v, dk, dv, scale: 0.125 }, &mut acc, &mut outs),
+                                (false, false) => tiled::micro_tile_avx2(&rows, &tiled::Head { kt: &kt, v: &v, dk, dv, scale: 0.125 }, &mut acc, &mut outs),
+                                (true, true) => tiled::micro_tile_avx512(&rows, &tiled::Head { kt: &kt16, v: &v16, dk, dv, scale: 0.125 }, &mut acc, &mut outs),
+                                (false, true) => tiled::micro_tile_avx2(&rows, &tiled::Head { kt: &kt16, v: &v16, dk, dv, scale: 0.125 }, &mut acc, &mut outs),
                             }
                         }
                     }

@@ -222,18 +222,8 @@ macro_rules! entry {
         /// # Safety
         /// As [`tile`]; the CPU must have the features named in the attribute.
         #[target_feature(enable = $features)]
-        #[allow(clippy::too_many_arguments)]
-        pub(crate) unsafe fn $name<E: Lanes>(
-            rows: &Rows,
-            kt: &[E],
-            v: &[E],
-            dk: usize,
-            dv: usize,
-            scale: f32,
-            acc: &mut [f32],
-            out: &mut [&mut [f32]; RM],
-        ) {
-            tile::<$v, E>(rows, kt, v, dk, dv, scale, acc, out)
+        pub(crate) unsafe fn $name<E: Lanes>(rows: &Rows, head: &Head<E>, acc: &mut [f32], out: &mut [&mut [f32]; RM]) {
+            tile::<$v, E>(rows, head, acc, out)
         }
     };
 }
@@ -247,25 +237,27 @@ entry!(
     micro_tile_avx2, "avx2,fma,f16c", Ymm2
 );
 
-/// The micro-tile: `kt` the transposed K panels of this KV head (`dk·16` values each), `v` its
-/// V rows (`dv` values each, rows up to a whole number of panels), writes row `r`'s output to
-/// `out[r]` (dv floats). `acc` is scratch of at least `RM·dv` floats.
+/// One KV head's keys as the micro-tile reads them: `kt` its transposed K panels (`dk·16`
+/// values each), `v` its V rows (`dv` values each, rows up to a whole number of panels), and the
+/// scores' scale.
+#[derive(Clone, Copy)]
+pub(crate) struct Head<'a, E> {
+    pub kt: &'a [E],
+    pub v: &'a [E],
+    pub dk: usize,
+    pub dv: usize,
+    pub scale: f32,
+}
+
+/// The micro-tile: the rows against `head`'s panels, writes row `r`'s output to `out[r]` (dv
+/// floats). `acc` is scratch of at least `RM·dv` floats.
 ///
 /// # Safety
 /// The CPU must have `V`'s instructions; `dk` and `dv` multiples of 16; the panels must cover
 /// `max(last) + 1` keys.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn tile<V: V16, E: Lanes>(
-    rows: &Rows,
-    kt: &[E],
-    v: &[E],
-    dk: usize,
-    dv: usize,
-    scale: f32,
-    acc: &mut [f32],
-    out: &mut [&mut [f32]; RM],
-) {
+unsafe fn tile<V: V16, E: Lanes>(rows: &Rows, head: &Head<E>, acc: &mut [f32], out: &mut [&mut [f32]; RM]) {
+    let Head { kt, v, dk, dv, scale } = *head;
     let n = rows.n;
     let acc = &mut acc[..RM * dv];
     acc.fill(0.0);
