@@ -370,6 +370,7 @@ impl PackedMatrix {
     /// `x` must hold `nx` Split32 rows of this matrix's `k`, `y` the outputs, the CPU must run
     /// the packed kernels.
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     pub(crate) unsafe fn tile(
         &self,
         g: usize,

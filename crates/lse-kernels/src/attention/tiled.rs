@@ -257,74 +257,45 @@ pub(crate) struct Head<'a, E> {
 /// `max(last) + 1` keys.
 #[inline(always)]
 unsafe fn tile<V: V16, E: Lanes>(rows: &Rows, head: &Head<E>, acc: &mut [f32], out: &mut [&mut [f32]; RM]) {
-    let Head { kt, v, dk, dv, scale } = *head;
-    let n = rows.n;
-    let acc = &mut acc[..RM * dv];
-    acc.fill(0.0);
-    let mut m = [f32::NEG_INFINITY; RM];
-    let mut l = [0f64; RM];
-    let lmax = rows.last[..n].iter().copied().max().unwrap_or(0);
-    let fmin = rows.first[..n].iter().copied().min().unwrap_or(0);
-    let (p0, p1) = (fmin / KP, lmax / KP + 1);
-    let vscale = V::splat(scale);
-    let mut pbuf = [[0f32; KP]; RM];
-    for p in p0..p1 {
-        let kp = kt.as_ptr().add(p * dk * KP);
-        // scores
-        let mut s = [V::zero(); RM];
-        for d in 0..dk {
-            let kv: V = E::load16(kp.add(d * KP));
-            for r in 0..RM {
-                if r < n {
-                    s[r] = V::fmadd(V::splat(*rows.q[r].get_unchecked(d)), kv, s[r]);
-                }
-            }
-        }
-        let mut live = [false; RM];
-        for r in 0..n {
-            // visible: first[r] <= p·16 + lane <= last[r]
-            let (k0, k1) = (p * KP, p * KP + KP - 1);
-            if rows.last[r] < k0 || rows.first[r] > k1 {
-                pbuf[r] = [0.0; KP];
-                continue;
-            }
-            live[r] = true;
-            let (a, b) = (rows.first[r].max(k0) - k0, rows.last[r].min(k1) - k0);
-            let sc = V::mul(s[r], vscale).keep(a, b);
-            let mx = sc.max();
-            if mx > m[r] {
-                if l[r] > 0.0 {
-                    let alpha = (m[r] - mx).exp();
-                    l[r] *= alpha as f64;
-                    let va = V::splat(alpha);
-                    let ap = acc.as_mut_ptr().add(r * dv);
-                    for c in (0..dv).step_by(16) {
-                        V::mul(V::load(ap.add(c)), va).store(ap.add(c));
-                    }
-                }
-                m[r] = mx;
-            }
-            let e = V::sub(sc, V::splat(m[r])).exp();
-            l[r] += e.sum_f64();
-            e.store(pbuf[r].as_mut_ptr());
-        }
-        if !live.iter().any(|&x| x) {
-            continue;
-        }
-        // acc[r] += Σ_j P[r][j] · V[p·16 + j], V::COLS columns at a time
-        let vp = v.as_ptr().add(p * KP * dv);
-        let mut c = 0;
-        while c + 64 <= dv && V::COLS == 64 {
-            pv_block::<V, E, 4>(&pbuf, n, vp, dv, c, acc);
-            c += 64;
-        }
-        while c < dv {
-            pv_block::<V, E, 1>(&pbuf, n, vp, dv, c, acc);
-            c += 16;
-        }
+    match rows.n {
+        1 => tile_n::<V, E, 1>(rows, head, acc, out),
+        2 => tile_n::<V, E, 2>(rows, head, acc, out),
+        3 => tile_n::<V, E, 3>(rows, head, acc, out),
+        _ => tile_n::<V, E, RM>(rows, head, acc, out),
     }
-    for r in 0..n {
-        let inv = if l[r] > 0.0 { (1.0 / l[r]) as f32 } else { 0.0 };
+}
+
+/// A row's online-softmax state: running max and sum of exponentials.
+#[derive(Clone, Copy)]
+struct Softmax {
+    m: f32,
+    l: f64,
+}
+
+/// [`tile`] for `N` rows (a constant, so the row loops unroll without tests).
+#[inline(always)]
+unsafe fn tile_n<V: V16, E: Lanes, const N: usize>(rows: &Rows, head: &Head<E>, acc: &mut [f32], out: &mut [&mut [f32]; RM]) {
+    let Head { kt, dk, dv, .. } = *head;
+    let acc = &mut acc[..N * dv];
+    acc.fill(0.0);
+    let mut st = [Softmax { m: f32::NEG_INFINITY, l: 0.0 }; N];
+    let lmax = rows.last[..N].iter().copied().max().unwrap_or(0);
+    let fmin = rows.first[..N].iter().copied().min().unwrap_or(0);
+    let (p0, p1) = (fmin / KP, lmax / KP + 1);
+    for p in p0..p1 {
+        // scores of panel p: s[r] = Σ_d q[r][d] · K[p][d][..], d in order
+        let mut s = [V::zero(); N];
+        let kp = kt.as_ptr().add(p * dk * KP);
+        for d in 0..dk {
+            let k0: V = E::load16(kp.add(d * KP));
+            for r in 0..N {
+                s[r] = V::fmadd(V::splat(*rows.q[r].get_unchecked(d)), k0, s[r]);
+            }
+        }
+        absorb::<V, E, N>(rows, head, p, &s, &mut st, acc);
+    }
+    for r in 0..N {
+        let inv = if st[r].l > 0.0 { (1.0 / st[r].l) as f32 } else { 0.0 };
         let vi = V::splat(inv);
         let ap = acc.as_ptr().add(r * dv);
         let o = out[r].as_mut_ptr();
@@ -334,18 +305,73 @@ unsafe fn tile<V: V16, E: Lanes>(rows: &Rows, head: &Head<E>, acc: &mut [f32], o
     }
 }
 
+/// Panel `p`'s scores `s` (unscaled) into the rows' softmax states and accumulators.
+#[inline(always)]
+unsafe fn absorb<V: V16, E: Lanes, const N: usize>(
+    rows: &Rows,
+    head: &Head<E>,
+    p: usize,
+    s: &[V; N],
+    st: &mut [Softmax; N],
+    acc: &mut [f32],
+) {
+    let Head { v, dv, scale, .. } = *head;
+    let mut pbuf = [[0f32; KP]; N];
+    let mut live = false;
+    for r in 0..N {
+        // visible: first[r] <= p·16 + lane <= last[r]
+        let (k0, k1) = (p * KP, p * KP + KP - 1);
+        if rows.last[r] < k0 || rows.first[r] > k1 {
+            continue;
+        }
+        live = true;
+        let (a, b) = (rows.first[r].max(k0) - k0, rows.last[r].min(k1) - k0);
+        let sc = V::mul(s[r], V::splat(scale)).keep(a, b);
+        let mx = sc.max();
+        let Softmax { m, l } = &mut st[r];
+        if mx > *m {
+            if *l > 0.0 {
+                let alpha = (*m - mx).exp();
+                *l *= alpha as f64;
+                let va = V::splat(alpha);
+                let ap = acc.as_mut_ptr().add(r * dv);
+                for c in (0..dv).step_by(16) {
+                    V::mul(V::load(ap.add(c)), va).store(ap.add(c));
+                }
+            }
+            *m = mx;
+        }
+        let e = V::sub(sc, V::splat(*m)).exp();
+        *l += e.sum_f64();
+        e.store(pbuf[r].as_mut_ptr());
+    }
+    if !live {
+        return;
+    }
+    // acc[r] += Σ_j P[r][j] · V[p·16 + j], V::COLS columns at a time
+    let vp = v.as_ptr().add(p * KP * dv);
+    let mut c = 0;
+    while c + 64 <= dv && V::COLS == 64 {
+        pv_block::<V, E, N, 4>(&pbuf, vp, dv, c, acc);
+        c += 64;
+    }
+    while c < dv {
+        pv_block::<V, E, N, 1>(&pbuf, vp, dv, c, acc);
+        c += 16;
+    }
+}
+
 /// `acc[r][c .. c + 16·U] += Σ_j pbuf[r][j] · V[j][c ..]` for the tile's rows, keys in order.
 #[inline(always)]
-unsafe fn pv_block<V: V16, E: Lanes, const U: usize>(
-    pbuf: &[[f32; KP]; RM],
-    n: usize,
+unsafe fn pv_block<V: V16, E: Lanes, const N: usize, const U: usize>(
+    pbuf: &[[f32; KP]; N],
     vp: *const E,
     dv: usize,
     c: usize,
     acc: &mut [f32],
 ) {
-    let mut a = [[V::zero(); U]; RM];
-    for r in 0..n {
+    let mut a = [[V::zero(); U]; N];
+    for r in 0..N {
         let ap = acc.as_ptr().add(r * dv + c);
         for u in 0..U {
             a[r][u] = V::load(ap.add(16 * u));
@@ -354,16 +380,14 @@ unsafe fn pv_block<V: V16, E: Lanes, const U: usize>(
     for j in 0..KP {
         let vr = vp.add(j * dv + c);
         let vv: [V; U] = core::array::from_fn(|u| E::load16(vr.add(16 * u)));
-        for r in 0..RM {
-            if r < n {
-                let pj = V::splat(pbuf[r][j]);
-                for u in 0..U {
-                    a[r][u] = V::fmadd(pj, vv[u], a[r][u]);
-                }
+        for r in 0..N {
+            let pj = V::splat(pbuf[r][j]);
+            for u in 0..U {
+                a[r][u] = V::fmadd(pj, vv[u], a[r][u]);
             }
         }
     }
-    for r in 0..n {
+    for r in 0..N {
         let ap = acc.as_mut_ptr().add(r * dv + c);
         for u in 0..U {
             a[r][u].store(ap.add(16 * u));
