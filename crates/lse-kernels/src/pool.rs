@@ -2,7 +2,9 @@
 //!
 //! `run(n_tasks, f)` hands out task indices `0..n_tasks` from one atomic counter to the parked
 //! workers and to the calling thread, and returns when every task has finished. Workers spin
-//! briefly after a job (consecutive matmuls follow each other closely), then park on a condvar.
+//! briefly after a job (consecutive matmuls follow each other closely), then park on a condvar;
+//! a run wakes the condvar only when someone is parked on it (a decode step runs ~150 jobs, and
+//! a wake-up system call on each start and end put ~2 µs on the critical path of every one).
 //! A run allocates nothing. A panic in a task is caught and re-raised on the calling thread.
 //! A `run` issued from inside a task of the same pool runs its tasks inline (no deadlock).
 
@@ -37,6 +39,10 @@ struct Shared {
     next: AtomicUsize,
     /// Workers still inside the current job.
     busy: AtomicUsize,
+    /// Workers parked (or about to park) on `wake`; counted under `lock` before parking.
+    sleepers: AtomicUsize,
+    /// Whether the caller of the current run is parked (or about to park) on `done`.
+    caller_parked: AtomicBool,
     panicked: AtomicBool,
     shutdown: AtomicBool,
     lock: Mutex<()>,
@@ -75,6 +81,8 @@ impl ThreadPool {
             n_tasks: AtomicUsize::new(0),
             next: AtomicUsize::new(0),
             busy: AtomicUsize::new(0),
+            sleepers: AtomicUsize::new(0),
+            caller_parked: AtomicBool::new(false),
             panicked: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),
             lock: Mutex::new(()),
@@ -127,9 +135,12 @@ impl ThreadPool {
         s.next.store(0, Ordering::Relaxed);
         s.panicked.store(false, Ordering::Relaxed);
         s.busy.store(self.workers.len(), Ordering::Release);
-        {
+        // SeqCst pairs with the parking worker's: it counts itself in `sleepers` and then reads
+        // `generation`, so either it sees the new job or we see it and notify (under `lock`, which
+        // it holds until it waits).
+        s.generation.fetch_add(1, Ordering::SeqCst);
+        if s.sleepers.load(Ordering::SeqCst) > 0 {
             let _g = s.lock.lock().unwrap_or_else(|e| e.into_inner());
-            s.generation.fetch_add(1, Ordering::AcqRel);
             s.wake.notify_all();
         }
         // The caller works too.
@@ -151,10 +162,13 @@ impl ThreadPool {
                 spins += 1;
                 std::hint::spin_loop();
             } else {
+                // the same pairing as the workers' parking, with the last worker's `busy` update
                 let g = s.done_lock.lock().unwrap_or_else(|e| e.into_inner());
-                if s.busy.load(Ordering::Acquire) != 0 {
+                s.caller_parked.store(true, Ordering::SeqCst);
+                if s.busy.load(Ordering::SeqCst) != 0 {
                     let _g = s.done.wait(g).unwrap_or_else(|e| e.into_inner());
                 }
+                s.caller_parked.store(false, Ordering::SeqCst);
             }
         }
         *s.job.lock().unwrap_or_else(|e| e.into_inner()) = None;
@@ -192,9 +206,11 @@ fn worker_loop(s: &Shared) {
                 continue;
             }
             let guard = s.lock.lock().unwrap_or_else(|e| e.into_inner());
-            if s.generation.load(Ordering::Acquire) == seen {
+            s.sleepers.fetch_add(1, Ordering::SeqCst);
+            if s.generation.load(Ordering::SeqCst) == seen {
                 let _g = s.wake.wait(guard).unwrap_or_else(|e| e.into_inner());
             }
+            s.sleepers.fetch_sub(1, Ordering::SeqCst);
         }
         if s.shutdown.load(Ordering::Acquire) {
             return;
@@ -211,7 +227,7 @@ fn worker_loop(s: &Shared) {
                 s.next.store(usize::MAX / 2, Ordering::Relaxed);
             }
         }
-        if s.busy.fetch_sub(1, Ordering::AcqRel) == 1 {
+        if s.busy.fetch_sub(1, Ordering::SeqCst) == 1 && s.caller_parked.load(Ordering::SeqCst) {
             let _g = s.done_lock.lock().unwrap_or_else(|e| e.into_inner());
             s.done.notify_all();
         }
