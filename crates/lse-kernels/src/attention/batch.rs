@@ -35,7 +35,7 @@ pub fn attention_batch(d: Dialect, pool: &ThreadPool, kind: AttnKind, jobs: &mut
 
 #[cfg(target_arch = "x86_64")]
 mod tiled {
-    use super::super::{check, mirror_for, mirror_head, tiled_span, tiled_task, uses_tiled, HeadKeys, MirrorView, SendPtr, Q_BLOCK};
+    use super::super::{check, mirror_for, mirror_head, tiled_span, tiled_task, uses_tiled, HeadKeys, MirrorView, SendPtr, Units};
     use super::*;
 
     /// A job whose panels are read in place.
@@ -75,22 +75,24 @@ mod tiled {
 
     /// One dispatch over the (KV head, query block) tasks of all `jobs`.
     pub(super) fn run(pool: &ThreadPool, jobs: &[InPlace]) {
-        let blocks = |j: &InPlace| j.s.n_q.div_ceil(Q_BLOCK);
-        // first task of each job
+        let all_units: usize = jobs.iter().map(|j| j.hk * j.s.n_q.div_ceil(super::super::Q_BLOCK)).sum();
+        // each job's task split, and its first task
+        let mut units = Vec::with_capacity(jobs.len());
         let mut starts = Vec::with_capacity(jobs.len());
         let mut total = 0;
         for j in jobs {
+            let u = Units::new(&j.s, j.hk, pool.threads(), all_units - j.hk * j.s.n_q.div_ceil(super::super::Q_BLOCK));
             starts.push(total);
-            total += j.hk * blocks(j);
+            total += u.tasks();
+            units.push(u);
         }
         pool.run(total, &|t| {
             let i = starts.partition_point(|&s| s <= t) - 1;
             let j = &jobs[i];
-            let nb = blocks(j);
-            let (g, b) = ((t - starts[i]) / nb, (t - starts[i]) % nb);
+            let (g, b, rows) = units[i].task(t - starts[i]);
             match mirror_head(&j.m, g, j.lo, j.n_panels, j.dk, j.dv) {
-                HeadKeys::F16(k, v) => tiled_task(&j.s, j.q, j.hk, j.dk, j.dv, j.lo, k, v, g, b, &j.out),
-                HeadKeys::F32(k, v) => tiled_task(&j.s, j.q, j.hk, j.dk, j.dv, j.lo, k, v, g, b, &j.out),
+                HeadKeys::F16(k, v) => tiled_task(&j.s, j.q, j.hk, j.dk, j.dv, j.lo, k, v, g, b, rows, &j.out),
+                HeadKeys::F32(k, v) => tiled_task(&j.s, j.q, j.hk, j.dk, j.dv, j.lo, k, v, g, b, rows, &j.out),
             }
         });
     }

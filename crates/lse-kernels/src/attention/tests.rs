@@ -179,6 +179,49 @@ fn batch_equals_lone_calls() {
     }
 }
 
+/// One KV head decoding (one unit for two threads, so its rows are cut in two tasks) gives the
+/// bits one thread gives, with and without a mirror.
+#[test]
+fn row_split_keeps_bits() {
+    let (one, two) = (ThreadPool::new(1), ThreadPool::new(2));
+    let mut s = 7u64;
+    let (nh, hk, dk, n_kv) = (4usize, 1usize, 256usize, 200usize);
+    let mut kb = vec![0u8; n_kv * hk * dk * 2];
+    let mut vb = vec![0u8; n_kv * hk * dk * 2];
+    for b in kb.chunks_mut(dk * 2).chain(vb.chunks_mut(dk * 2)) {
+        let r: Vec<f32> = (0..dk).map(|_| rng(&mut s)).collect();
+        kv::store_row(GgmlType::F16, &r, b);
+    }
+    #[cfg(target_arch = "x86_64")]
+    let mirror = {
+        let mut m = TiledMirror::new(hk, dk, dk);
+        m.update(GgmlType::F16, &kb, &vb, dk * 2, dk * 2, 0, n_kv);
+        m
+    };
+    let q: Vec<f32> = (0..nh * dk).map(|_| rng(&mut s)).collect();
+    let shape = AttnShape { n_q: 1, q_pos0: n_kv - 1, n_head: nh, scale: 0.0625, window: None };
+    for keep in [false, true] {
+        let kv = KvView {
+            ty: GgmlType::F16,
+            k: &kb,
+            v: &vb,
+            n_head_kv: hk,
+            head_dim_k: dk,
+            head_dim_v: dk,
+            #[cfg(target_arch = "x86_64")]
+            mirror: keep.then(|| mirror.view()),
+        };
+        let run = |pool: &ThreadPool| {
+            let mut out = vec![f32::NAN; nh * dk];
+            attention(Dialect::Simd, pool, AttnKind::Flash, &shape, &q, &kv, &mut out).unwrap();
+            out
+        };
+        let (a, b) = (run(&one), run(&two));
+        assert!(a.iter().all(|x| x.is_finite()), "mirror {keep}");
+        assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()), "mirror {keep}");
+    }
+}
+
 /// The AVX2 micro-tile against the AVX-512 one, bit for bit: f32 and f16 panels, 1–4 rows,
 /// windows that start and end inside panels, head dims with and without a 64-column block.
 #[cfg(target_arch = "x86_64")]
