@@ -6,7 +6,8 @@
 //! (the kernel level, e.g. avx2) choose the run; `LSE_BENCH_STEPS` (128) sets the decode length.
 //! For one session it also prints the weight bytes a step streams (the packed matrices, LM head
 //! included), the GB/s that makes, and this machine's read bandwidth on the same threads: the
-//! memory-bound speed is bandwidth / bytes per step.
+//! memory-bound speed is bandwidth / bytes per step. It then replays a step's weight reads without
+//! the arithmetic ([`stream_ceiling`]): the speed no decode with the step's dispatches can pass.
 
 use lse_engine::{Engine, EngineOptions, GenerateRequest, Prompt, SamplingParams, Sequence};
 use std::time::Instant;
@@ -54,6 +55,7 @@ fn main() {
         if s == 1 {
             let bytes = engine.weight_bytes().1 as f64;
             let bw = read_bandwidth(threads);
+            let ceiling = stream_ceiling(&path, threads, bytes as usize);
             println!(
                 "{name}: {:.1} MB of packed weights per step, {:.1} GB/s at {:.1} steps/s; read bandwidth {:.1} GB/s \
                  ({threads} threads): memory-bound speed {:.1} steps/s, reached {:.0} %",
@@ -64,6 +66,12 @@ fn main() {
                 bw / bytes,
                 100.0 * steps as f64 / decode / (bw / bytes)
             );
+            println!(
+                "{name}: the step's weight reads alone (same matrices, order, task split and barriers, no \
+                 arithmetic): {ceiling:.1} steps/s = {:.0} % of the memory-bound speed; decode reached {:.0} % of it",
+                100.0 * ceiling / (bw / bytes),
+                100.0 * steps as f64 / decode / ceiling
+            );
         }
         println!(
             "{name} threads {threads} sessions {s:2}: prefill {:.1} tok/s; decode {steps} steps, {tokens} tokens, {:.1} tok/s aggregate ({:.1} per session)",
@@ -72,6 +80,56 @@ fn main() {
             tokens as f64 / decode / s as f64
         );
     }
+}
+
+/// Steps/s of a decode step's weight reads with nothing else: every matrix one step multiplies
+/// (per layer q/k/v, the attention output, gate/up, down; then the LM head), in that order, each
+/// read as the matmul driver splits it (4 contiguous ranges per thread, taken from one counter)
+/// in one pool dispatch, plus one empty dispatch per layer where attention runs. Sizes are the
+/// GGUF's, scaled to the packed total. Best of 3 runs of 40 steps.
+fn stream_ceiling(path: &std::path::Path, threads: usize, packed: usize) -> f64 {
+    let file = lse_gguf::GgufFile::open(path).unwrap();
+    let size = |n: &str| file.tensor(n).map_or(0, |t| t.n_bytes as usize);
+    let n_layer = (0..).take_while(|i| file.tensor(&format!("blk.{i}.attn_norm.weight")).is_some()).count();
+    let mut groups: Vec<usize> = Vec::new();
+    for i in 0..n_layer {
+        let g = |names: &[&str]| names.iter().map(|n| size(&format!("blk.{i}.{n}.weight"))).sum::<usize>();
+        groups.extend([g(&["attn_q", "attn_k", "attn_v", "attn_qkv"]), 0, g(&["attn_output"]), g(&["ffn_gate", "ffn_up"]), g(&["ffn_down"])]);
+    }
+    groups.push(if size("output.weight") > 0 { size("output.weight") } else { size("token_embd.weight") });
+    let total: usize = groups.iter().sum();
+    let words: Vec<usize> = groups.iter().map(|&b| (b as f64 * packed as f64 / total as f64) as usize / 8).collect();
+    let buf: Vec<u64> = (0..words.iter().sum::<usize>() as u64).collect();
+    let pool = lse_kernels::ThreadPool::new(threads);
+    let tasks = 4 * threads;
+    let mut best = f64::MAX;
+    for _ in 0..3 {
+        let t0 = Instant::now();
+        for _ in 0..40 {
+            let mut at = 0;
+            for &w in &words {
+                let part = &buf[at..at + w];
+                pool.run(tasks, &|t| {
+                    let chunk = part.len().div_ceil(tasks);
+                    std::hint::black_box(sum_words(&part[(t * chunk).min(part.len())..((t + 1) * chunk).min(part.len())]));
+                });
+                at += w;
+            }
+        }
+        best = best.min(t0.elapsed().as_secs_f64() / 40.0);
+    }
+    1.0 / best
+}
+
+/// Wrapping sum of `part` in four independent sums (the loads, not the adds, are the limit).
+fn sum_words(part: &[u64]) -> [u64; 4] {
+    let mut acc = [0u64; 4];
+    for c in part.chunks_exact(4) {
+        for i in 0..4 {
+            acc[i] = acc[i].wrapping_add(c[i]);
+        }
+    }
+    acc
 }
 
 /// Bytes/s of reading a 1 GiB buffer, split over `threads` threads (best of 5 passes).
@@ -84,16 +142,7 @@ fn read_bandwidth(threads: usize) -> f64 {
         let t0 = Instant::now();
         std::thread::scope(|sc| {
             for part in buf.chunks(chunk) {
-                sc.spawn(move || {
-                    // four independent sums keep the loads, not the adds, the limit
-                    let mut acc = [0u64; 4];
-                    for c in part.chunks_exact(4) {
-                        for i in 0..4 {
-                            acc[i] = acc[i].wrapping_add(c[i]);
-                        }
-                    }
-                    std::hint::black_box(acc);
-                });
+                sc.spawn(move || std::hint::black_box(sum_words(part)));
             }
         });
         best = best.min(t0.elapsed().as_secs_f64());
