@@ -269,29 +269,6 @@ pub(crate) mod avx2 {
         (best, 0)
     }
 
-    /// exp for 4 f64 lanes of x <= 0: n = round(x log2 e), r = x - n ln2 (two-part constant),
-    /// e^r by its Taylor series to r^12 (|r| <= ln2/2, truncation < 2e-16), times 2^n built in the
-    /// exponent bits; below -708 (2^n subnormal) the result is 0, as is exp(-inf).
-    #[target_feature(enable = "avx2,fma")]
-    pub(crate) unsafe fn exp4d_nonpositive(x: __m256d) -> __m256d {
-        let lo = _mm256_set1_pd(-708.0);
-        let xc = _mm256_max_pd(x, lo);
-        let n = _mm256_round_pd::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_mul_pd(xc, _mm256_set1_pd(std::f64::consts::LOG2_E)));
-        let r = _mm256_fnmadd_pd(n, _mm256_set1_pd(6.931_471_803_691_238_2e-1), xc);
-        let r = _mm256_fnmadd_pd(n, _mm256_set1_pd(1.908_214_929_270_587_7e-10), r);
-        let mut p = _mm256_set1_pd(1.0 / 479_001_600.0);
-        let mut fact = 479_001_600.0f64;
-        for k in (1..12).rev() {
-            fact /= (k + 1) as f64;
-            p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(1.0 / fact));
-        }
-        p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(1.0));
-        let ni = _mm256_cvtepi32_epi64(_mm256_cvtpd_epi32(n));
-        let scale = _mm256_castsi256_pd(_mm256_slli_epi64::<52>(_mm256_add_epi64(ni, _mm256_set1_epi64x(1023))));
-        let y = _mm256_mul_pd(p, scale);
-        _mm256_and_pd(y, _mm256_cmp_pd::<_CMP_GT_OQ>(x, lo))
-    }
-
     #[target_feature(enable = "avx2,fma")]
     pub unsafe fn sum_exp(row: &[f32], max: f32) -> f64 {
         let n = row.len();
@@ -308,8 +285,8 @@ pub(crate) mod avx2 {
             nan = _mm256_or_ps(nan, _mm256_cmp_ps::<_CMP_UNORD_Q>(x, x));
             let lo = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(l)), vmax_d);
             let hi = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps::<1>(l)), vmax_d);
-            a0 = _mm256_add_pd(a0, exp4d_nonpositive(lo));
-            a1 = _mm256_add_pd(a1, exp4d_nonpositive(hi));
+            a0 = _mm256_add_pd(a0, super::exp_nonpositive(lo));
+            a1 = _mm256_add_pd(a1, super::exp_nonpositive(hi));
             i += 8;
         }
         let mut lanes = [0f64; 4];
@@ -352,33 +329,121 @@ pub(crate) mod avx2 {
     }
 }
 
+/// exp for f64 lanes of x <= 0: n = round(x log2 e), r = x - n ln2 (two-part constant),
+/// e^r by its Taylor series to r^12 (|r| <= ln2/2, truncation < 2e-16), times 2^n built in the
+/// exponent bits; below -708 (2^n subnormal) the result is 0, as is exp(-inf).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn exp_nonpositive<V: F64Lanes>(x: V) -> V {
+    let lo = V::splat(-708.0);
+    let xc = V::max(x, lo);
+    let n = V::round(V::mul(xc, V::splat(std::f64::consts::LOG2_E)));
+    let r = V::fnmadd(n, V::splat(6.931_471_803_691_238_2e-1), xc);
+    let r = V::fnmadd(n, V::splat(1.908_214_929_270_587_7e-10), r);
+    let mut p = V::splat(1.0 / 479_001_600.0);
+    let mut fact = 479_001_600.0f64;
+    for k in (1..12).rev() {
+        fact /= (k + 1) as f64;
+        p = V::fmadd(p, r, V::splat(1.0 / fact));
+    }
+    p = V::fmadd(p, r, V::splat(1.0));
+    V::keep_above(V::mul(p, V::pow2(n)), x, lo)
+}
+
+/// The f64 lane operations [`exp_nonpositive`] uses, on 4 (AVX2) or 8 (AVX-512) lanes; each is
+/// per lane, so both widths give every lane the same value. Callers enable the ISA's features.
+#[cfg(target_arch = "x86_64")]
+trait F64Lanes: Copy {
+    unsafe fn splat(x: f64) -> Self;
+    unsafe fn max(a: Self, b: Self) -> Self;
+    unsafe fn mul(a: Self, b: Self) -> Self;
+    /// To the nearest integer, ties to even.
+    unsafe fn round(a: Self) -> Self;
+    /// `a·b + c`, fused.
+    unsafe fn fmadd(a: Self, b: Self, c: Self) -> Self;
+    /// `c − a·b`, fused.
+    unsafe fn fnmadd(a: Self, b: Self, c: Self) -> Self;
+    /// 2^n for integral `n` in the normal exponent range, built in the exponent bits.
+    unsafe fn pow2(n: Self) -> Self;
+    /// `y` where `x > lo`, else 0.
+    unsafe fn keep_above(y: Self, x: Self, lo: Self) -> Self;
+}
+
+/// The lane operations that are one intrinsic each, by the intrinsics' names.
+#[cfg(target_arch = "x86_64")]
+macro_rules! f64_lanes_simple {
+    ($set1:ident, $max:ident, $mul:ident, $fmadd:ident, $fnmadd:ident) => {
+        #[inline(always)]
+        unsafe fn splat(x: f64) -> Self {
+            std::arch::x86_64::$set1(x)
+        }
+        #[inline(always)]
+        unsafe fn max(a: Self, b: Self) -> Self {
+            std::arch::x86_64::$max(a, b)
+        }
+        #[inline(always)]
+        unsafe fn mul(a: Self, b: Self) -> Self {
+            std::arch::x86_64::$mul(a, b)
+        }
+        #[inline(always)]
+        unsafe fn fmadd(a: Self, b: Self, c: Self) -> Self {
+            std::arch::x86_64::$fmadd(a, b, c)
+        }
+        #[inline(always)]
+        unsafe fn fnmadd(a: Self, b: Self, c: Self) -> Self {
+            std::arch::x86_64::$fnmadd(a, b, c)
+        }
+    };
+}
+
+#[cfg(target_arch = "x86_64")]
+impl F64Lanes for std::arch::x86_64::__m256d {
+    f64_lanes_simple!(_mm256_set1_pd, _mm256_max_pd, _mm256_mul_pd, _mm256_fmadd_pd, _mm256_fnmadd_pd);
+    #[inline(always)]
+    unsafe fn round(a: Self) -> Self {
+        use std::arch::x86_64::*;
+        _mm256_round_pd::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(a)
+    }
+    #[inline(always)]
+    unsafe fn pow2(n: Self) -> Self {
+        use std::arch::x86_64::*;
+        let ni = _mm256_cvtepi32_epi64(_mm256_cvtpd_epi32(n));
+        _mm256_castsi256_pd(_mm256_slli_epi64::<52>(_mm256_add_epi64(ni, _mm256_set1_epi64x(1023))))
+    }
+    #[inline(always)]
+    unsafe fn keep_above(y: Self, x: Self, lo: Self) -> Self {
+        use std::arch::x86_64::*;
+        _mm256_and_pd(y, _mm256_cmp_pd::<_CMP_GT_OQ>(x, lo))
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl F64Lanes for std::arch::x86_64::__m512d {
+    f64_lanes_simple!(_mm512_set1_pd, _mm512_max_pd, _mm512_mul_pd, _mm512_fmadd_pd, _mm512_fnmadd_pd);
+    #[inline(always)]
+    unsafe fn round(a: Self) -> Self {
+        use std::arch::x86_64::*;
+        _mm512_roundscale_pd::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(a)
+    }
+    #[inline(always)]
+    unsafe fn pow2(n: Self) -> Self {
+        use std::arch::x86_64::*;
+        let ni = _mm512_cvtepi32_epi64(_mm512_cvtpd_epi32(n));
+        _mm512_castsi512_pd(_mm512_slli_epi64::<52>(_mm512_add_epi64(ni, _mm512_set1_epi64(1023))))
+    }
+    #[inline(always)]
+    unsafe fn keep_above(y: Self, x: Self, lo: Self) -> Self {
+        use std::arch::x86_64::*;
+        _mm512_maskz_mov_pd(_mm512_cmp_pd_mask::<_CMP_GT_OQ>(x, lo), y)
+    }
+}
+
 /// [`avx2::sum_exp`] on 8 f64 lanes: lanes 0–3 hold what its first accumulator holds, lanes
-/// 4–7 its second, every lane's operations are the same, so the sum is bit-identical (Gemma-3's
+/// 4–7 its second, and both run [`exp_nonpositive`], so the sum is bit-identical (Gemma-3's
 /// 262k-entry rows: the reduction was 7 % of an 8-session decode step).
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
     use std::arch::x86_64::*;
-
-    /// [`super::avx2::exp4d_nonpositive`] on 8 lanes.
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    unsafe fn exp8d_nonpositive(x: __m512d) -> __m512d {
-        let lo = _mm512_set1_pd(-708.0);
-        let xc = _mm512_max_pd(x, lo);
-        let n = _mm512_roundscale_pd::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm512_mul_pd(xc, _mm512_set1_pd(std::f64::consts::LOG2_E)));
-        let r = _mm512_fnmadd_pd(n, _mm512_set1_pd(6.931_471_803_691_238_2e-1), xc);
-        let r = _mm512_fnmadd_pd(n, _mm512_set1_pd(1.908_214_929_270_587_7e-10), r);
-        let mut p = _mm512_set1_pd(1.0 / 479_001_600.0);
-        let mut fact = 479_001_600.0f64;
-        for k in (1..12).rev() {
-            fact /= (k + 1) as f64;
-            p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(1.0 / fact));
-        }
-        p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(1.0));
-        let ni = _mm512_cvtepi32_epi64(_mm512_cvtpd_epi32(n));
-        let scale = _mm512_castsi512_pd(_mm512_slli_epi64::<52>(_mm512_add_epi64(ni, _mm512_set1_epi64(1023))));
-        let y = _mm512_mul_pd(p, scale);
-        _mm512_maskz_mov_pd(_mm512_cmp_pd_mask::<_CMP_GT_OQ>(x, lo), y)
-    }
 
     #[target_feature(enable = "avx512f,avx2,fma")]
     pub(super) unsafe fn sum_exp(row: &[f32], max: f32) -> f64 {
@@ -393,7 +458,7 @@ mod avx512 {
             let l = _mm256_loadu_ps(p.add(i));
             let x = _mm256_sub_ps(l, vmax);
             nan = _mm256_or_ps(nan, _mm256_cmp_ps::<_CMP_UNORD_Q>(x, x));
-            acc = _mm512_add_pd(acc, exp8d_nonpositive(_mm512_sub_pd(_mm512_cvtps_pd(l), vmax_d)));
+            acc = _mm512_add_pd(acc, super::exp_nonpositive(_mm512_sub_pd(_mm512_cvtps_pd(l), vmax_d)));
             i += 8;
         }
         let mut lanes = [0f64; 4];

@@ -102,6 +102,25 @@ fn f16_cache_and_bad_shapes() {
     assert!(attention(Dialect::Simd, &pool, AttnKind::Dense, &bad, &q, &view, &mut out3).is_err());
 }
 
+/// An f16 K and V cache of `n_kv` positions × `hk` heads of `dk` random values in [-1, 1).
+fn f16_cache(n_kv: usize, hk: usize, dk: usize, seed: &mut u64) -> (Vec<u8>, Vec<u8>) {
+    let mut kb = vec![0u8; n_kv * hk * dk * 2];
+    let mut vb = vec![0u8; n_kv * hk * dk * 2];
+    for b in kb.chunks_mut(dk * 2).chain(vb.chunks_mut(dk * 2)) {
+        let r: Vec<f32> = (0..dk).map(|_| rng(seed)).collect();
+        kv::store_row(GgmlType::F16, &r, b);
+    }
+    (kb, vb)
+}
+
+/// The tiled mirror of a whole [`f16_cache`].
+#[cfg(target_arch = "x86_64")]
+fn mirror_of(kb: &[u8], vb: &[u8], n_kv: usize, hk: usize, dk: usize) -> TiledMirror {
+    let mut m = TiledMirror::new(hk, dk, dk);
+    m.update(GgmlType::F16, kb, vb, dk * 2, dk * 2, 0, n_kv);
+    m
+}
+
 /// Jobs sharing one `attention_batch` call give the bits each gives alone, whether or not its
 /// cache keeps a mirror; a bad job is an error.
 #[test]
@@ -121,18 +140,9 @@ fn batch_equals_lone_calls() {
     let caches: Vec<Cache> = jobs
         .iter()
         .map(|&(n_kv, n_q, keep)| {
-            let mut kb = vec![0u8; n_kv * hk * dk * 2];
-            let mut vb = vec![0u8; n_kv * hk * dk * 2];
-            for b in kb.chunks_mut(dk * 2).chain(vb.chunks_mut(dk * 2)) {
-                let r: Vec<f32> = (0..dk).map(|_| rng(&mut s)).collect();
-                kv::store_row(GgmlType::F16, &r, b);
-            }
+            let (kb, vb) = f16_cache(n_kv, hk, dk, &mut s);
             #[cfg(target_arch = "x86_64")]
-            let mirror = keep.then(|| {
-                let mut m = TiledMirror::new(hk, dk, dk);
-                m.update(GgmlType::F16, &kb, &vb, dk * 2, dk * 2, 0, n_kv);
-                m
-            });
+            let mirror = keep.then(|| mirror_of(&kb, &vb, n_kv, hk, dk));
             let _ = keep;
             let q = (0..n_q * nh * dk).map(|_| rng(&mut s)).collect();
             #[cfg(target_arch = "x86_64")]
@@ -186,18 +196,9 @@ fn row_split_keeps_bits() {
     let (one, two) = (ThreadPool::new(1), ThreadPool::new(2));
     let mut s = 7u64;
     let (nh, hk, dk, n_kv) = (4usize, 1usize, 256usize, 200usize);
-    let mut kb = vec![0u8; n_kv * hk * dk * 2];
-    let mut vb = vec![0u8; n_kv * hk * dk * 2];
-    for b in kb.chunks_mut(dk * 2).chain(vb.chunks_mut(dk * 2)) {
-        let r: Vec<f32> = (0..dk).map(|_| rng(&mut s)).collect();
-        kv::store_row(GgmlType::F16, &r, b);
-    }
+    let (kb, vb) = f16_cache(n_kv, hk, dk, &mut s);
     #[cfg(target_arch = "x86_64")]
-    let mirror = {
-        let mut m = TiledMirror::new(hk, dk, dk);
-        m.update(GgmlType::F16, &kb, &vb, dk * 2, dk * 2, 0, n_kv);
-        m
-    };
+    let mirror = mirror_of(&kb, &vb, n_kv, hk, dk);
     let q: Vec<f32> = (0..nh * dk).map(|_| rng(&mut s)).collect();
     let shape = AttnShape { n_q: 1, q_pos0: n_kv - 1, n_head: nh, scale: 0.0625, window: None };
     for keep in [false, true] {
