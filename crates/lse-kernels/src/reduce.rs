@@ -338,7 +338,7 @@ unsafe fn exp_nonpositive<V: F64Lanes>(x: V) -> V {
     let lo = V::splat(-708.0);
     let xc = V::max(x, lo);
     let n = V::round(V::mul(xc, V::splat(std::f64::consts::LOG2_E)));
-    let r = V::fnmadd(n, V::splat(6.931_471_803_691_238_2e-1), xc);
+    let r = V::fnmadd(n, V::splat(6.931_471_803_691_238e-1), xc);
     let r = V::fnmadd(n, V::splat(1.908_214_929_270_587_7e-10), r);
     let mut p = V::splat(1.0 / 479_001_600.0);
     let mut fact = 479_001_600.0f64;
