@@ -3,8 +3,8 @@
 //! `run(n_tasks, f)` hands out task indices `0..n_tasks` from one atomic counter to the parked
 //! workers and to the calling thread, and returns when every task has finished. Workers spin
 //! briefly after a job (consecutive matmuls follow each other closely), then park on a condvar;
-//! a run wakes the condvar only when someone is parked on it (a decode step runs ~150 jobs, and
-//! a wake-up system call on each start and end put ~2 µs on the critical path of every one).
+//! a run signals a condvar only when someone is parked on it (a decode step runs ~150 jobs; a
+//! futex call at each start and end made 95k system calls in a 300-step SmolLM2 run, now 2.7k).
 //! A run allocates nothing. A panic in a task is caught and re-raised on the calling thread.
 //! A `run` issued from inside a task of the same pool runs its tasks inline (no deadlock).
 
