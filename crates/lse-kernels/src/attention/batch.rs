@@ -75,24 +75,23 @@ mod tiled {
 
     /// One dispatch over the (KV head, query block) tasks of all `jobs`.
     pub(super) fn run(pool: &ThreadPool, jobs: &[InPlace]) {
-        let all_units: usize = jobs.iter().map(|j| j.hk * j.s.n_q.div_ceil(super::super::Q_BLOCK)).sum();
-        // each job's task split, and its first task
-        let mut units = Vec::with_capacity(jobs.len());
+        // each job's task split (over the units of all jobs), and its first task
+        let units: Vec<Units> = jobs.iter().map(|j| Units::new(&j.s, j.hk)).collect();
+        let all = units.iter().map(Units::units).sum();
+        let units: Vec<Units> = units.into_iter().map(|u| u.spread(pool.threads(), all)).collect();
         let mut starts = Vec::with_capacity(jobs.len());
         let mut total = 0;
-        for j in jobs {
-            let u = Units::new(&j.s, j.hk, pool.threads(), all_units - j.hk * j.s.n_q.div_ceil(super::super::Q_BLOCK));
+        for u in &units {
             starts.push(total);
             total += u.tasks();
-            units.push(u);
         }
         pool.run(total, &|t| {
             let i = starts.partition_point(|&s| s <= t) - 1;
-            let j = &jobs[i];
-            let (g, b, rows) = units[i].task(t - starts[i]);
-            match mirror_head(&j.m, g, j.lo, j.n_panels, j.dk, j.dv) {
-                HeadKeys::F16(k, v) => tiled_task(&j.s, j.q, j.hk, j.dk, j.dv, j.lo, k, v, g, b, rows, &j.out),
-                HeadKeys::F32(k, v) => tiled_task(&j.s, j.q, j.hk, j.dk, j.dv, j.lo, k, v, g, b, rows, &j.out),
+            let (j, u) = (&jobs[i], &units[i]);
+            let task = u.task(t - starts[i]);
+            match mirror_head(&j.m, task.g, j.lo, j.n_panels, j.dk, j.dv) {
+                HeadKeys::F16(k, v) => tiled_task(&j.s, j.q, u, &task, j.dk, j.dv, j.lo, k, v, &j.out),
+                HeadKeys::F32(k, v) => tiled_task(&j.s, j.q, u, &task, j.dk, j.dv, j.lo, k, v, &j.out),
             }
         });
     }

@@ -23,6 +23,7 @@ pub mod kv;
 mod mirror;
 #[cfg(target_arch = "x86_64")]
 mod tiled;
+mod units;
 #[cfg(target_arch = "x86_64")]
 pub use mirror::{MirrorView, TiledMirror};
 pub use batch::{attention_batch, AttnJob};
@@ -30,6 +31,7 @@ mod vec;
 
 use crate::{Dialect, ThreadPool};
 use lse_gguf::GgmlType;
+use units::{for_tasks, Units};
 use vec::VecIsa;
 
 /// Which prefill attention kernel runs.
@@ -153,24 +155,23 @@ pub fn attention(
     }
 
     let isa = VecIsa::pick(d);
-    let group = s.n_head / hk;
-    for_query_blocks(pool, s, hk, out, |g, b, op| {
-        let keys_k = &kf[g * n_keys * dk..(g + 1) * n_keys * dk];
-        let keys_v = &vf[g * n_keys * dv..(g + 1) * n_keys * dv];
+    let units = Units::new(s, hk);
+    let units = units.spread(pool.threads(), units.units());
+    for_tasks(pool, &units, out, |task, op| {
+        let keys_k = &kf[task.g * n_keys * dk..(task.g + 1) * n_keys * dk];
+        let keys_v = &vf[task.g * n_keys * dv..(task.g + 1) * n_keys * dv];
         let mut scratch = Scratch::default();
-        for i in b * Q_BLOCK..((b + 1) * Q_BLOCK).min(s.n_q) {
+        for r in task.rows.clone() {
+            let (i, h) = units.query_head(task, r);
             let t = s.q_pos0 + i;
-            let first = s.first_key(t);
-            let (k0, k1) = (first - lo, t + 1 - lo);
-            for h in g * group..(g + 1) * group {
-                let qrow = &q[(i * s.n_head + h) * dk..(i * s.n_head + h + 1) * dk];
-                // SAFETY: output row (i, h) belongs to this task only (h is in group g, i in block b).
-                let o = unsafe { std::slice::from_raw_parts_mut(op.0.add((i * s.n_head + h) * dv), dv) };
-                let keys = Keys { k: &keys_k[k0 * dk..k1 * dk], v: &keys_v[k0 * dv..k1 * dv], dk, dv };
-                match kind {
-                    AttnKind::Flash => flash::row(isa, qrow, s.scale, &keys, &mut scratch, o),
-                    AttnKind::Dense => dense::row(isa, qrow, s.scale, &keys, &mut scratch, o),
-                }
+            let (k0, k1) = (s.first_key(t) - lo, t + 1 - lo);
+            let qrow = &q[(i * s.n_head + h) * dk..(i * s.n_head + h + 1) * dk];
+            // SAFETY: output row (i, h) belongs to this task only (one of its rows).
+            let o = unsafe { std::slice::from_raw_parts_mut(op.0.add((i * s.n_head + h) * dv), dv) };
+            let keys = Keys { k: &keys_k[k0 * dk..k1 * dk], v: &keys_v[k0 * dv..k1 * dv], dk, dv };
+            match kind {
+                AttnKind::Flash => flash::row(isa, qrow, s.scale, &keys, &mut scratch, o),
+                AttnKind::Dense => dense::row(isa, qrow, s.scale, &keys, &mut scratch, o),
             }
         }
     });
@@ -270,15 +271,12 @@ fn attention_tiled(
     let (lo, n_keys) = tiled_span(s);
     let n_panels = n_keys.div_ceil(KP);
     let np = n_panels * KP;
+    let units = Units::new(s, hk);
+    let units = units.spread(pool.threads(), units.units());
     if let Some(m) = mirror_for(s, kv) {
-        let units = Units::new(s, hk, pool.threads(), 0);
-        let op = SendPtr(out.as_mut_ptr());
-        pool.run(units.tasks(), &|t| {
-            let (g, b, rows) = units.task(t);
-            match mirror_head(&m, g, lo, n_panels, dk, dv) {
-                HeadKeys::F16(k, v) => tiled_task(s, q, hk, dk, dv, lo, k, v, g, b, rows, &op),
-                HeadKeys::F32(k, v) => tiled_task(s, q, hk, dk, dv, lo, k, v, g, b, rows, &op),
-            }
+        for_tasks(pool, &units, out, |task, op| match mirror_head(&m, task.g, lo, n_panels, dk, dv) {
+            HeadKeys::F16(k, v) => tiled_task(s, q, &units, task, dk, dv, lo, k, v, op),
+            HeadKeys::F32(k, v) => tiled_task(s, q, &units, task, dk, dv, lo, k, v, op),
         });
         return Ok(());
     }
@@ -311,97 +309,49 @@ fn attention_tiled(
             }
         });
     }
-    let units = Units::new(s, hk, pool.threads(), 0);
-    let op = SendPtr(out.as_mut_ptr());
-    pool.run(units.tasks(), &|t| {
-        let (g, b, rows) = units.task(t);
-        let k = &kt[g * n_panels * dk * KP..(g + 1) * n_panels * dk * KP];
-        let v = &vf[g * np * dv..(g + 1) * np * dv];
-        tiled_task(s, q, hk, dk, dv, lo, k, v, g, b, rows, &op)
+    for_tasks(pool, &units, out, |task, op| {
+        let (g, pk, pv) = (task.g, n_panels * dk * KP, np * dv);
+        tiled_task(s, q, &units, task, dk, dv, lo, &kt[g * pk..(g + 1) * pk], &vf[g * pv..(g + 1) * pv], op)
     });
     Ok(())
 }
 
-/// How a call's (KV head, block of `Q_BLOCK` queries) units become pool tasks. A unit's rows are
-/// its (query, head of the group) pairs; where there are fewer units than threads (a decoding
-/// Gemma-3 session has one) each is cut into row ranges so no thread idles. Rows are independent
-/// in the micro-tile, so the cut changes no value. It is not cut further: a pass over the keys
-/// costs about the same for 1 row as for 4 (each row's scores are one chain of FMAs, bound by
-/// their latency), so balancing 3 units on 2 threads by single rows was slower (SmolLM2 one
-/// session 241 → 190 tokens/s).
-#[cfg(target_arch = "x86_64")]
-#[derive(Clone, Copy)]
-pub(crate) struct Units {
-    blocks: usize,
-    rows: usize,
-    parts: usize,
-    tasks: usize,
-}
-
-#[cfg(target_arch = "x86_64")]
-impl Units {
-    /// `others`: units of other calls sharing the dispatch (they count towards enough tasks).
-    pub(crate) fn new(s: &AttnShape, hk: usize, threads: usize, others: usize) -> Units {
-        let blocks = s.n_q.div_ceil(Q_BLOCK);
-        let rows = s.n_q.min(Q_BLOCK) * (s.n_head / hk);
-        let units = hk * blocks;
-        let parts = if units + others >= threads { 1 } else { threads.div_ceil(units + others).min(rows) };
-        Units { blocks, rows, parts, tasks: units * parts }
-    }
-
-    pub(crate) fn tasks(&self) -> usize {
-        self.tasks
-    }
-
-    /// Task `t`'s KV head, query block and range of the unit's rows.
-    pub(crate) fn task(&self, t: usize) -> (usize, usize, std::ops::Range<usize>) {
-        let (unit, part) = (t / self.parts, t % self.parts);
-        (unit / self.blocks, unit % self.blocks, part * self.rows / self.parts..(part + 1) * self.rows / self.parts)
-    }
-}
-
-/// The micro-tiles of rows `rows` of one (KV head `g`, query block `b`) unit (see [`Units`]);
-/// `kt_g` / `v_g` are head `g`'s panels and V rows starting at key `lo`. Writes only those rows'
-/// outputs.
+/// The micro-tiles of `task`'s rows (see [`Units`]); `kt_g` / `v_g` are its KV head's panels and
+/// V rows starting at key `lo`. Writes only those rows' outputs.
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
 fn tiled_task<E: tiled::Lanes>(
     s: &AttnShape,
     q: &[f32],
-    hk: usize,
+    units: &Units,
+    task: &units::Task,
     dk: usize,
     dv: usize,
     lo: usize,
     kt_g: &[E],
     v_g: &[E],
-    g: usize,
-    b: usize,
-    rows: std::ops::Range<usize>,
     op: &SendPtr,
 ) {
     use tiled::RM;
-    let group = s.n_head / hk;
     let head = tiled::Head { kt: kt_g, v: v_g, dk, dv, scale: s.scale };
     // the accumulator scratch is taken from this thread's slot and put back at the end
     let mut acc = TILE_ACC.take();
     if acc.len() < RM * dv {
         acc.resize(RM * dv, 0.0);
     }
-    let (i0, i1) = (b * Q_BLOCK, ((b + 1) * Q_BLOCK).min(s.n_q));
-    let n_rows = ((i1 - i0) * group).min(rows.end);
-    let mut r0 = rows.start;
-    while r0 < n_rows {
-        let n = (n_rows - r0).min(RM);
+    let mut r0 = task.rows.start;
+    while r0 < task.rows.end {
+        let n = (task.rows.end - r0).min(RM);
         let mut rows = tiled::Rows { q: [&[][..]; RM], last: [0; RM], first: [0; RM], n };
         let mut outs: [&mut [f32]; RM] = Default::default();
         for r in 0..n {
-            let (i, h) = (i0 + (r0 + r) / group, g * group + (r0 + r) % group);
+            let (i, h) = units.query_head(task, r0 + r);
             let t = s.q_pos0 + i;
             let first = s.first_key(t);
             rows.q[r] = &q[(i * s.n_head + h) * dk..(i * s.n_head + h + 1) * dk];
             rows.last[r] = t - lo;
             rows.first[r] = first - lo;
-            // SAFETY: output row (i, h) belongs to this task only (h in group g, i in block b).
+            // SAFETY: output row (i, h) belongs to this task only (one of its rows).
             outs[r] = unsafe { std::slice::from_raw_parts_mut(op.0.add((i * s.n_head + h) * dv), dv) };
         }
         // SAFETY: the CPU has the level's instructions (tiled_available); dk, dv are multiples
@@ -442,20 +392,6 @@ impl Keys<'_> {
 #[derive(Default)]
 pub(crate) struct Scratch {
     pub scores: Vec<f32>,
-}
-
-/// Runs `f(g, b, out)` on the pool for every KV head `g` and block `b` of `Q_BLOCK` queries;
-/// each task may write only the output rows of its (g, b).
-fn for_query_blocks(
-    pool: &ThreadPool,
-    s: &AttnShape,
-    hk: usize,
-    out: &mut [f32],
-    f: impl Fn(usize, usize, &SendPtr) + Sync,
-) {
-    let n_blocks = s.n_q.div_ceil(Q_BLOCK);
-    let op = SendPtr(out.as_mut_ptr());
-    pool.run(hk * n_blocks, &|task| f(task / n_blocks, task % n_blocks, &op));
 }
 
 struct SendPtr(*mut f32);

@@ -1,0 +1,73 @@
+//! How an attention call's work becomes pool tasks. A unit is one (KV head, block of `Q_BLOCK`
+//! queries); its rows are its (query, head of the group) pairs, in query-major order. Where a
+//! dispatch has fewer units than threads (a decoding Gemma-3 session has one) each unit is cut
+//! into row ranges so no thread idles. Rows are independent in every kernel, so the cut changes
+//! no value. It is not cut further: a pass over the keys costs about the same for 1 row as for 4
+//! (each row's scores are one chain of FMAs, bound by their latency), so balancing 3 units on 2
+//! threads by single rows was slower (SmolLM2 one session 241 → 190 tokens/s).
+
+use super::{AttnShape, SendPtr, Q_BLOCK};
+use crate::ThreadPool;
+use std::ops::Range;
+
+#[derive(Clone, Copy)]
+pub(crate) struct Units {
+    n_q: usize,
+    group: usize,
+    blocks: usize,
+    /// Rows of a full unit.
+    rows: usize,
+    units: usize,
+    parts: usize,
+}
+
+/// One task: KV head `g`, query block `b`, and the range of that unit's rows it computes.
+pub(crate) struct Task {
+    pub g: usize,
+    pub b: usize,
+    pub rows: Range<usize>,
+}
+
+impl Units {
+    /// One task per unit of a call of shape `s` over `hk` KV heads.
+    pub(crate) fn new(s: &AttnShape, hk: usize) -> Units {
+        let (group, blocks) = (s.n_head / hk, s.n_q.div_ceil(Q_BLOCK));
+        Units { n_q: s.n_q, group, blocks, rows: s.n_q.min(Q_BLOCK) * group, units: hk * blocks, parts: 1 }
+    }
+
+    pub(crate) fn units(&self) -> usize {
+        self.units
+    }
+
+    /// Cut into row ranges when the dispatch holds fewer than `threads` units in `all` (this
+    /// call's and those sharing the dispatch).
+    pub(crate) fn spread(self, threads: usize, all: usize) -> Units {
+        let parts = if all >= threads { 1 } else { threads.div_ceil(all).min(self.rows) };
+        Units { parts, ..self }
+    }
+
+    pub(crate) fn tasks(&self) -> usize {
+        self.units * self.parts
+    }
+
+    /// Task `t`; its rows stop at the unit's last query (the last block may be short).
+    pub(crate) fn task(&self, t: usize) -> Task {
+        let (unit, part) = (t / self.parts, t % self.parts);
+        let b = unit % self.blocks;
+        let real = (self.n_q - b * Q_BLOCK).min(Q_BLOCK) * self.group;
+        let (r0, r1) = (part * self.rows / self.parts, (part + 1) * self.rows / self.parts);
+        Task { g: unit / self.blocks, b, rows: r0.min(real)..r1.min(real) }
+    }
+
+    /// Query index and query head of row `r` of task `t`'s unit.
+    pub(crate) fn query_head(&self, t: &Task, r: usize) -> (usize, usize) {
+        (t.b * Q_BLOCK + r / self.group, t.g * self.group + r % self.group)
+    }
+}
+
+/// Runs `f(task, out)` on the pool for every task of `units`; a task may write only the output
+/// rows of its own rows.
+pub(crate) fn for_tasks(pool: &ThreadPool, units: &Units, out: &mut [f32], f: impl Fn(&Task, &SendPtr) + Sync) {
+    let op = SendPtr(out.as_mut_ptr());
+    pool.run(units.tasks(), &|t| f(&units.task(t), &op));
+}
