@@ -202,11 +202,11 @@ impl PackedMatrix {
             .row_bytes(k)
             .unwrap_or_else(|| panic!("pack: k = {k} is not a multiple of 32"));
         assert!(w.len() >= n * rb, "pack: weight buffer too short");
-        let qb = if nib { 256 + 64 * hb as usize } else { 512 };
+        let qb = quant_bytes(nib, hb);
         // the `m` slot exists only where a kernel reads it (mins; Q6_K's second scale)
         let has_m = min || t == GgmlType::Q6_K;
         let f16s = !matches!(t, GgmlType::Q4_K | GgmlType::Q6_K);
-        let sb = if f16s { 32 } else { 64 };
+        let sb = scale_bytes(f16s);
         let block_bytes = qb + sb * (1 + has_m as usize);
         let nb = k / 32;
         let ng = n.div_ceil(PNR);
@@ -236,10 +236,10 @@ impl PackedMatrix {
                         }
                         // chunk s's high bits (none for 4-bit formats) into its plane
                         for s in 0..if hb > 0 { 8 } else { 0 } {
-                            let bit = s * hb as usize;
+                            let (plane, bit) = chunk_plane(s, hb as usize);
                             for c in 0..4 {
                                 let e = if s < 4 { 4 * s + c } else { 16 + 4 * (s - 4) + c };
-                                blk[256 + 64 * (bit / 8) + 4 * r + c] |= (u[e] >> 4) << (bit % 8);
+                                blk[256 + plane + 4 * r + c] |= (u[e] >> 4) << bit;
                             }
                         }
                     } else {
@@ -299,11 +299,7 @@ impl PackedMatrix {
     }
     /// Bytes of quants (nibbles and planes, or bytes) per block of a group.
     fn quant_bytes(&self) -> usize {
-        if self.nib {
-            256 + 64 * self.hb as usize
-        } else {
-            512
-        }
+        quant_bytes(self.nib, self.hb)
     }
     pub(crate) fn group_bytes(&self) -> usize {
         self.k / 32 * self.block_bytes
@@ -445,6 +441,31 @@ impl PackedMatrix {
             unreachable!("packed kernels are x86_64 only");
         }
     }
+}
+
+/// Bytes of quants per block of a group: nibbles and `hb` planes, or one byte per quant.
+const fn quant_bytes(nib: bool, hb: u32) -> usize {
+    if nib {
+        256 + 64 * hb as usize
+    } else {
+        512
+    }
+}
+
+/// Bytes of the 16 scales (or mins) of a block: f16 or f32.
+const fn scale_bytes(f16s: bool) -> usize {
+    if f16s {
+        32
+    } else {
+        64
+    }
+}
+
+/// Where nibble chunk `s`'s high bits lie in the planes of a `hb`-bit format: the plane's byte
+/// offset from the first plane, and the bit of each byte they start at.
+const fn chunk_plane(s: usize, hb: usize) -> (usize, usize) {
+    let bit = s * hb;
+    (64 * (bit / 8), bit % 8)
 }
 
 /// `avx512::$f::<$g.., nx>($a)` for a row count `nx` in 1..=PMR.

@@ -89,10 +89,10 @@ unsafe fn nibbles(v: __m256i, lo: bool) -> __m256i {
 /// 32-byte half), moved to bit 4 of every byte; `s` is a constant once the loops are unrolled.
 #[inline(always)]
 unsafe fn chunk_bits(p: *const u8, hb: usize, s: usize) -> __m256i {
-    let bit = s * hb;
-    let v = ld(p.add(64 * (bit / 8)));
-    // the chunk's bits sit at bit `bit % 8` of each byte; a 16-bit shift by a constant count
-    let o = (bit % 8) as i32;
+    let (plane, bit) = super::chunk_plane(s, hb);
+    let v = ld(p.add(plane));
+    // to bit 4 of each byte: a 16-bit shift by a constant count
+    let o = bit as i32;
     if o <= 4 {
         _mm256_sll_epi16(v, _mm_cvtsi32_si128(4 - o))
     } else {
@@ -237,7 +237,7 @@ unsafe fn half<const K: u8, const MIN: bool, const F16S: bool, const R: usize>(a
         let sc = a.wg.add(b * a.bb + qb);
         let dw = scales::<F16S>(sc, h);
         if MIN {
-            let mw = scales::<F16S>(sc.add(if F16S { 32 } else { 64 }), h);
+            let mw = scales::<F16S>(sc.add(super::scale_bytes(F16S)), h);
             for j in 0..R {
                 let px = x0.add(j * xs);
                 let dx = _mm256_set1_ps((px.add(k + 4 * b) as *const f32).read_unaligned());

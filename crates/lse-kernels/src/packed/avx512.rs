@@ -30,10 +30,10 @@ unsafe fn bx(p: *const u8) -> __m512i {
 /// to bit 4 of every byte. `s` is a constant once the chunk loop is unrolled.
 #[inline(always)]
 unsafe fn chunk_bits<const HB: u32>(p: *const u8, s: usize) -> __m512i {
-    let bit = s * HB as usize;
-    let v = _mm512_loadu_si512(p.add(64 * (bit / 8)) as *const _);
-    // the chunk's bits sit at bit `bit % 8` of each byte; a 16-bit shift by a constant count
-    let o = (bit % 8) as i32;
+    let (plane, bit) = super::chunk_plane(s, HB as usize);
+    let v = _mm512_loadu_si512(p.add(plane) as *const _);
+    // to bit 4 of each byte: a 16-bit shift by a constant count
+    let o = bit as i32;
     if o <= 4 {
         _mm512_sll_epi16(v, _mm_cvtsi32_si128(4 - o))
     } else {
@@ -50,7 +50,7 @@ unsafe fn with_bits(nib: __m512i, bits: __m512i, mask: __m512i) -> __m512i {
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 pub(super) unsafe fn tile<const NIB: bool, const HB: u32, const MIN: bool, const F16S: bool, const MR: usize>(a: &Args) {
     let (nb, k, xs) = (a.nb, a.k, a.xs);
-    let qb = if NIB { 256 + 64 * HB as usize } else { 512 };
+    let qb = super::quant_bytes(NIB, HB);
     let m0f = _mm512_set1_epi8(0x0f);
     let hmask = _mm512_set1_epi8((((1 << HB) - 1) << 4) as i8);
     let mut facc = [_mm512_setzero_ps(); MR];
@@ -104,7 +104,7 @@ pub(super) unsafe fn tile<const NIB: bool, const HB: u32, const MIN: bool, const
         }
         let dw = scales::<F16S>(wb.add(qb));
         if MIN {
-            let mw = scales::<F16S>(wb.add(qb + if F16S { 32 } else { 64 }));
+            let mw = scales::<F16S>(wb.add(qb + super::scale_bytes(F16S)));
             for j in 0..MR {
                 let px = a.x.add(j * xs);
                 let dx = _mm512_set1_ps((px.add(k + 4 * b) as *const f32).read_unaligned());
