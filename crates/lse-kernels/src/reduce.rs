@@ -289,16 +289,7 @@ pub(crate) mod avx2 {
             a1 = _mm256_add_pd(a1, super::exp_nonpositive(hi));
             i += 8;
         }
-        let mut lanes = [0f64; 4];
-        _mm256_storeu_pd(lanes.as_mut_ptr(), _mm256_add_pd(a0, a1));
-        let mut s = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
-        for &x in &row[i..] {
-            s += (x as f64 - max as f64).exp();
-        }
-        if _mm256_movemask_ps(nan) != 0 {
-            return f64::NAN;
-        }
-        s
+        super::finish_sum_exp(_mm256_add_pd(a0, a1), &row[i..], max, _mm256_movemask_ps(nan) != 0)
     }
 
     #[target_feature(enable = "avx2,fma")]
@@ -369,10 +360,11 @@ trait F64Lanes: Copy {
     unsafe fn keep_above(y: Self, x: Self, lo: Self) -> Self;
 }
 
-/// The lane operations that are one intrinsic each, by the intrinsics' names.
+/// The lane operations that are one intrinsic each, by the intrinsics' names (`$round` takes the
+/// rounding mode as its constant).
 #[cfg(target_arch = "x86_64")]
 macro_rules! f64_lanes_simple {
-    ($set1:ident, $max:ident, $mul:ident, $fmadd:ident, $fnmadd:ident) => {
+    ($set1:ident, $max:ident, $mul:ident, $round:ident, $fmadd:ident, $fnmadd:ident) => {
         #[inline(always)]
         unsafe fn splat(x: f64) -> Self {
             std::arch::x86_64::$set1(x)
@@ -384,6 +376,11 @@ macro_rules! f64_lanes_simple {
         #[inline(always)]
         unsafe fn mul(a: Self, b: Self) -> Self {
             std::arch::x86_64::$mul(a, b)
+        }
+        #[inline(always)]
+        unsafe fn round(a: Self) -> Self {
+            use std::arch::x86_64::{_MM_FROUND_NO_EXC, _MM_FROUND_TO_NEAREST_INT};
+            std::arch::x86_64::$round::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(a)
         }
         #[inline(always)]
         unsafe fn fmadd(a: Self, b: Self, c: Self) -> Self {
@@ -398,12 +395,7 @@ macro_rules! f64_lanes_simple {
 
 #[cfg(target_arch = "x86_64")]
 impl F64Lanes for std::arch::x86_64::__m256d {
-    f64_lanes_simple!(_mm256_set1_pd, _mm256_max_pd, _mm256_mul_pd, _mm256_fmadd_pd, _mm256_fnmadd_pd);
-    #[inline(always)]
-    unsafe fn round(a: Self) -> Self {
-        use std::arch::x86_64::*;
-        _mm256_round_pd::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(a)
-    }
+    f64_lanes_simple!(_mm256_set1_pd, _mm256_max_pd, _mm256_mul_pd, _mm256_round_pd, _mm256_fmadd_pd, _mm256_fnmadd_pd);
     #[inline(always)]
     unsafe fn pow2(n: Self) -> Self {
         use std::arch::x86_64::*;
@@ -419,12 +411,7 @@ impl F64Lanes for std::arch::x86_64::__m256d {
 
 #[cfg(target_arch = "x86_64")]
 impl F64Lanes for std::arch::x86_64::__m512d {
-    f64_lanes_simple!(_mm512_set1_pd, _mm512_max_pd, _mm512_mul_pd, _mm512_fmadd_pd, _mm512_fnmadd_pd);
-    #[inline(always)]
-    unsafe fn round(a: Self) -> Self {
-        use std::arch::x86_64::*;
-        _mm512_roundscale_pd::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(a)
-    }
+    f64_lanes_simple!(_mm512_set1_pd, _mm512_max_pd, _mm512_mul_pd, _mm512_roundscale_pd, _mm512_fmadd_pd, _mm512_fnmadd_pd);
     #[inline(always)]
     unsafe fn pow2(n: Self) -> Self {
         use std::arch::x86_64::*;
@@ -435,6 +422,24 @@ impl F64Lanes for std::arch::x86_64::__m512d {
     unsafe fn keep_above(y: Self, x: Self, lo: Self) -> Self {
         use std::arch::x86_64::*;
         _mm512_maskz_mov_pd(_mm512_cmp_pd_mask::<_CMP_GT_OQ>(x, lo), y)
+    }
+}
+
+/// The end of a vector sum of exponentials: the four lane sums `(l0 + l1) + (l2 + l3)`, then the
+/// `tail` left after whole vectors, one by one; NaN when a NaN logit was seen.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn finish_sum_exp(lanes: std::arch::x86_64::__m256d, tail: &[f32], max: f32, nan: bool) -> f64 {
+    let mut l = [0f64; 4];
+    std::arch::x86_64::_mm256_storeu_pd(l.as_mut_ptr(), lanes);
+    let mut s = (l[0] + l[1]) + (l[2] + l[3]);
+    for &x in tail {
+        s += (x as f64 - max as f64).exp();
+    }
+    if nan {
+        f64::NAN
+    } else {
+        s
     }
 }
 
@@ -461,17 +466,8 @@ mod avx512 {
             acc = _mm512_add_pd(acc, super::exp_nonpositive(_mm512_sub_pd(_mm512_cvtps_pd(l), vmax_d)));
             i += 8;
         }
-        let mut lanes = [0f64; 4];
         let folded = _mm256_add_pd(_mm512_castpd512_pd256(acc), _mm512_extractf64x4_pd::<1>(acc));
-        _mm256_storeu_pd(lanes.as_mut_ptr(), folded);
-        let mut s = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
-        for &x in &row[i..] {
-            s += (x as f64 - max as f64).exp();
-        }
-        if _mm256_movemask_ps(nan) != 0 {
-            return f64::NAN;
-        }
-        s
+        super::finish_sum_exp(folded, &row[i..], max, _mm256_movemask_ps(nan) != 0)
     }
 }
 
