@@ -186,15 +186,20 @@ impl Engine {
             let mut logits = logits.borrow_mut();
             self.head_logits_into(&hidden, &mut logits)?;
             let v = self.n_vocab();
-            let outs: Vec<(usize, &[f32])> = rows.iter().filter(|r| r.output).map(|r| r.seq).zip(logits.chunks_exact(v)).collect();
+            // (sequence, logits row, top-k it reports) of each output row
+            let outs: Vec<(usize, &[f32], usize)> = rows
+                .iter()
+                .filter(|r| r.output)
+                .zip(logits.chunks_exact(v))
+                .map(|(r, row)| (r.seq, row, seqs[r.seq].top_logprobs.max(2)))
+                .collect();
             // the rows' reductions (a pass over the vocabulary each) run on the pool, one task a row
-            let top_k: Vec<usize> = outs.iter().map(|&(i, _)| seqs[i].top_logprobs.max(2)).collect();
             let reds: Vec<OnceLock<RowReduce>> = outs.iter().map(|_| OnceLock::new()).collect();
             let d = self.options().dialect;
             self.backend.run(outs.len(), &|i| {
-                let _ = reds[i].set(lse_kernels::reduce::reduce_row(d, outs[i].1, &[], top_k[i]));
+                let _ = reds[i].set(lse_kernels::reduce::reduce_row(d, outs[i].1, &[], outs[i].2));
             });
-            for (&(i, row), red) in outs.iter().zip(reds) {
+            for (&(i, row, _), red) in outs.iter().zip(reds) {
                 let red = red.into_inner().expect("every row reduced");
                 self.accept(seqs[i], row, &red)?;
             }
