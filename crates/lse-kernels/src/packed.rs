@@ -505,6 +505,24 @@ pub(crate) struct Args {
     ncols: usize,
 }
 
+/// How far past the block it multiplies a tile asks for weight bytes. The hardware prefetchers
+/// stop at every 4 KiB page, and a tile's work per cache line leaves too few misses in flight
+/// to hide memory latency by itself (one decode row streamed at ~80 % of a plain read pass);
+/// a page ahead keeps the stream going (3, 6 and 8 KiB measured the same).
+#[cfg(target_arch = "x86_64")]
+const PREFETCH_BYTES: usize = 4096;
+
+/// Asks for the `bb` bytes [`PREFETCH_BYTES`] past `wb` into L2 (a hint: it never faults, whatever
+/// the address). Into L1 instead, at 1–8 KiB, one decode row lost 5–12 %.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn prefetch_ahead(wb: *const u8, bb: usize) {
+    use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T2};
+    for l in (0..bb).step_by(64) {
+        _mm_prefetch::<_MM_HINT_T2>(wb.wrapping_add(PREFETCH_BYTES + l) as *const i8);
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]

@@ -50,6 +50,7 @@ pub(super) unsafe fn unpack_group(a: &Args, hb: usize, scale_bytes: usize, out: 
     let hmask = _mm256_set1_epi8((((1 << hb) - 1) << 4) as i8);
     for b in 0..a.nb {
         let (src, dst) = (a.wg.add(b * a.bb), out.add(b * ob));
+        super::prefetch_ahead(src, a.bb);
         for h in 0..2 {
             for t in 0..4 {
                 let v = ld(src.add(64 * t + 32 * h));
@@ -167,6 +168,11 @@ unsafe fn half<const K: u8, const MIN: bool, const F16S: bool, const R: usize>(a
     let mut facc = [_mm256_setzero_ps(); R];
     for b in 0..nb {
         let wb = a.wg.add(b * a.bb + 32 * h);
+        if h == 0 && R > 1 {
+            // the second half's pass finds the lines in cache; one row measured 0–10 % slower
+            // with the hint (its shifts and multiplies leave the stream less behind)
+            super::prefetch_ahead(wb, a.bb);
+        }
         let xb = x0.add(32 * b);
         let so = k + 4 * nb + 4 * b;
         // Q8_0 family: the sums start at the folded offset correction −(Σx << SH); the Q8_0
@@ -265,6 +271,11 @@ unsafe fn half16<const PLANES: bool, const R: usize>(a: &Args, j0: usize, h: usi
     let mut facc = [_mm256_setzero_ps(); R];
     for b in 0..nb {
         let wb = a.wg.add(b * a.bb + 32 * h);
+        if h == 0 && R > 1 {
+            // the second half's pass finds the lines in cache; one row measured 0–10 % slower
+            // with the hint (its shifts and multiplies leave the stream less behind)
+            super::prefetch_ahead(wb, a.bb);
+        }
         let xb = x0.add(32 * b);
         let so = k + 4 * nb + 8 * b;
         let start = |j: usize, o: usize| _mm256_set1_epi32((x0.add(j * xs + so + o) as *const i32).read_unaligned());

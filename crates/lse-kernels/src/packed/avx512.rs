@@ -3,24 +3,6 @@
 use super::Args;
 use core::arch::x86_64::*;
 
-/// With this many activation rows or more, a block's multiplies take long enough that the
-/// hardware prefetcher alone leaves the next blocks' loads waiting on memory (8 decode rows:
-/// +3–5 % tokens/s); with fewer rows asking costs more than it saves (one row: −5 %).
-const PREFETCH_ROWS: usize = 4;
-/// How far ahead in the group the tile asks for weight bytes.
-const PREFETCH_BYTES: usize = 1024;
-
-/// Asks for the block `PREFETCH_BYTES` after `wb` when the tile has `PREFETCH_ROWS` rows or more
-/// (a hint: it never faults, whatever the address).
-#[inline(always)]
-unsafe fn prefetch_block<const MR: usize>(a: &Args, wb: *const u8) {
-    if MR >= PREFETCH_ROWS {
-        for l in (0..a.bb).step_by(64) {
-            _mm_prefetch::<_MM_HINT_T0>(wb.wrapping_add(PREFETCH_BYTES + l) as *const i8);
-        }
-    }
-}
-
 #[inline(always)]
 unsafe fn bx(p: *const u8) -> __m512i {
     _mm512_set1_epi32((p as *const i32).read_unaligned())
@@ -56,7 +38,7 @@ pub(super) unsafe fn tile<const NIB: bool, const HB: u32, const MIN: bool, const
     let mut facc = [_mm512_setzero_ps(); MR];
     for b in 0..nb {
         let wb = a.wg.add(b * a.bb);
-        prefetch_block::<MR>(a, wb);
+        super::prefetch_ahead(wb, a.bb);
         let xb = a.x.add(32 * b);
         let so = k + 4 * nb + 4 * b;
         // Q8_0 family: the sums start at the folded offset correction −(Σx << SH)
@@ -161,7 +143,7 @@ pub(super) unsafe fn tile16<const PLANES: bool, const MR: usize>(a: &Args) {
     let mut facc = [_mm512_setzero_ps(); MR];
     for b in 0..nb {
         let wb = a.wg.add(b * a.bb);
-        prefetch_block::<MR>(a, wb);
+        super::prefetch_ahead(wb, a.bb);
         let xb = a.x.add(32 * b);
         let so = k + 4 * nb + 8 * b;
         let start = |j: usize, o: usize| _mm512_set1_epi32((a.x.add(j * xs + so + o) as *const i32).read_unaligned());
