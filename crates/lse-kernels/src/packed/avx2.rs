@@ -117,7 +117,8 @@ unsafe fn widen(s16: __m256i) -> __m256i {
 }
 
 /// The whole tile: `nx` activation rows in passes of at most [`MR`], each over both halves of
-/// the group (the second skipped when no output of it is wanted).
+/// the group (the second skipped when no output of it is wanted); a single row reads both halves
+/// in one pass.
 ///
 /// # Safety
 /// As [`super::PackedMatrix::tile`]; the CPU must have AVX2 and FMA.
@@ -127,193 +128,211 @@ pub(super) unsafe fn tile(a: &Args, kind: Kind, min: bool, f16s: bool, nx: usize
     let mut j0 = 0;
     while j0 < nx {
         let r = (nx - j0).min(mr);
-        for h in 0..halves {
-            // `$f::<prefix.., R>` for the pass's row count R (at most `$max`)
-            macro_rules! rows {
-                ($f:ident, [$($g:tt),*], $max:literal) => {
-                    match r {
-                        1 => $f::<$($g,)* 1>(a, j0, h),
-                        2 => $f::<$($g,)* 2>(a, j0, h),
-                        3 => $f::<$($g,)* 3>(a, j0, h),
-                        _ => $f::<$($g,)* $max>(a, j0, h),
+        // one row: both halves in one pass over the blocks (twice the independent chains)
+        let both = r == 1 && halves == 2;
+        let passes = if both { 1 } else { halves };
+        for h in 0..passes {
+            // `$f::<prefix.., R, H>`: both halves of one row, or half h for the pass's row count
+            // R (at most `$max`)
+            macro_rules! halves {
+                ($f:ident, $($g:tt),*; $max:literal) => {
+                    if both {
+                        $f::<$($g,)* 1, 2>(a, j0, 0)
+                    } else {
+                        match r {
+                            1 => $f::<$($g,)* 1, 1>(a, j0, h),
+                            2 => $f::<$($g,)* 2, 1>(a, j0, h),
+                            3 => $f::<$($g,)* 3, 1>(a, j0, h),
+                            _ => $f::<$($g,)* $max, 1>(a, j0, h),
+                        }
                     }
                 };
             }
             match (kind, min, f16s) {
-                (Kind::Nibbles, true, true) => rows!(half, [0, true, true], 4),
-                (Kind::Nibbles, true, false) => rows!(half, [0, true, false], 4),
-                (Kind::Nibbles, false, _) => rows!(half, [0, false, true], 4),
-                (Kind::Bits5, true, _) => rows!(half, [1, true, true], 4),
-                (Kind::Bits5, false, _) => rows!(half, [1, false, true], 4),
-                (Kind::Bytes8, _, _) => rows!(half, [2, false, true], 3),
-                (Kind::Bits5Bytes, true, _) => rows!(half, [3, true, true], 4),
-                (Kind::Bits5Bytes, false, _) => rows!(half, [3, false, true], 4),
-                (Kind::Sub16, _, _) => rows!(half16, [true], 3),
-                (Kind::Sub16Bytes, _, _) => rows!(half16, [false], 3),
+                (Kind::Nibbles, true, true) => halves!(half, 0, true, true; 4),
+                (Kind::Nibbles, true, false) => halves!(half, 0, true, false; 4),
+                (Kind::Nibbles, false, _) => halves!(half, 0, false, true; 4),
+                (Kind::Bits5, true, _) => halves!(half, 1, true, true; 4),
+                (Kind::Bits5, false, _) => halves!(half, 1, false, true; 4),
+                (Kind::Bytes8, _, _) => halves!(half, 2, false, true; 3),
+                (Kind::Bits5Bytes, true, _) => halves!(half, 3, true, true; 4),
+                (Kind::Bits5Bytes, false, _) => halves!(half, 3, false, true; 4),
+                (Kind::Sub16, _, _) => halves!(half16, true; 3),
+                (Kind::Sub16Bytes, _, _) => halves!(half16, false; 3),
             }
         }
         j0 += r;
     }
 }
 
-/// Rows `j0..j0 + R` against weight rows `8h..8h + 8` of the group; `K`: 0 nibbles, 1 5-bit
-/// (nibbles and a plane), 2 Q8_0 bytes, 3 5-bit bytes (unpacked).
+/// Rows `j0..j0 + R` against weight rows `8h..8h + 8` of the group for the `H` halves `h0..`;
+/// `K`: 0 nibbles, 1 5-bit (nibbles and a plane), 2 Q8_0 bytes, 3 5-bit bytes (unpacked).
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn half<const K: u8, const MIN: bool, const F16S: bool, const R: usize>(a: &Args, j0: usize, h: usize) {
+unsafe fn half<const K: u8, const MIN: bool, const F16S: bool, const R: usize, const H: usize>(a: &Args, j0: usize, h0: usize) {
     let (nb, k, xs) = (a.nb, a.k, a.xs);
     let qb = [256, 320, 512, 512][K as usize];
     let x0 = a.x.add(j0 * xs);
     let m0f = _mm256_set1_epi8(0x0f);
     let flip = _mm256_set1_epi8(-128);
-    let mut facc = [_mm256_setzero_ps(); R];
+    let mut facc = [[_mm256_setzero_ps(); R]; H];
     for b in 0..nb {
-        let wb = a.wg.add(b * a.bb + 32 * h);
-        if h == 0 && R > 1 {
-            // the second half's pass finds the lines in cache; one row measured 0–10 % slower
-            // with the hint (its shifts and multiplies leave the stream less behind)
-            super::prefetch_ahead(wb, a.bb);
-        }
-        let xb = x0.add(32 * b);
-        let so = k + 4 * nb + 4 * b;
-        // Q8_0 family: the sums start at the folded offset correction −(Σx << SH); the Q8_0
-        // path sums q·x directly and needs none
-        let mut ia: [__m256i; R] = core::array::from_fn(|j| {
-            if MIN || K == 2 {
-                _mm256_setzero_si256()
-            } else {
-                _mm256_set1_epi32((x0.add(j * xs + so) as *const i32).read_unaligned())
+        for hh in 0..H {
+            let h = h0 + hh;
+            let facc = &mut facc[hh];
+            let wb = a.wg.add(b * a.bb + 32 * h);
+            if h == 0 && R > 1 {
+                // the second half finds the lines in cache; one row measured no gain from it
+                super::prefetch_ahead(wb, a.bb);
             }
-        });
-        if K == 0 {
-            let mut s = [_mm256_setzero_si256(); R];
-            for t in 0..4 {
-                let v = ld(wb.add(64 * t));
-                let lo = _mm256_and_si256(v, m0f);
-                let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), m0f);
-                for j in 0..R {
-                    let p = _mm256_maddubs_epi16(lo, bx(xb.add(j * xs + 4 * t)));
-                    s[j] = _mm256_add_epi16(s[j], p);
-                    let p = _mm256_maddubs_epi16(hi, bx(xb.add(j * xs + 16 + 4 * t)));
-                    s[j] = _mm256_add_epi16(s[j], p);
+            let xb = x0.add(32 * b);
+            let so = k + 4 * nb + 4 * b;
+            // Q8_0 family: the sums start at the folded offset correction −(Σx << SH); the Q8_0
+            // path sums q·x directly and needs none
+            let mut ia: [__m256i; R] = core::array::from_fn(|j| {
+                if MIN || K == 2 {
+                    _mm256_setzero_si256()
+                } else {
+                    _mm256_set1_epi32((x0.add(j * xs + so) as *const i32).read_unaligned())
                 }
-            }
-            for j in 0..R {
-                ia[j] = _mm256_add_epi32(ia[j], widen(s[j]));
-            }
-        } else if K == 1 {
-            // the low nibble chunks (elements 0..16), then the high ones: 4 chunks each in i16
-            let hmask = _mm256_set1_epi8(0x10);
-            for (lo, xo) in [(true, 0), (false, 16)] {
+            });
+            if K == 0 {
                 let mut s = [_mm256_setzero_si256(); R];
                 for t in 0..4 {
-                    let bits = chunk_bits(wb.add(256), 1, if lo { t } else { 4 + t });
-                    let u = _mm256_or_si256(nibbles(ld(wb.add(64 * t)), lo), _mm256_and_si256(bits, hmask));
-                    for j in 0..R {
-                        s[j] = _mm256_add_epi16(s[j], _mm256_maddubs_epi16(u, bx(xb.add(j * xs + xo + 4 * t))));
-                    }
-                }
-                for j in 0..R {
-                    ia[j] = _mm256_add_epi32(ia[j], widen(s[j]));
-                }
-            }
-        } else if K == 3 {
-            for t0 in [0, 4] {
-                let mut s = [_mm256_setzero_si256(); R];
-                for t in t0..t0 + 4 {
                     let v = ld(wb.add(64 * t));
+                    let lo = _mm256_and_si256(v, m0f);
+                    let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), m0f);
                     for j in 0..R {
-                        s[j] = _mm256_add_epi16(s[j], _mm256_maddubs_epi16(v, bx(xb.add(j * xs + 4 * t))));
+                        let p = _mm256_maddubs_epi16(lo, bx(xb.add(j * xs + 4 * t)));
+                        s[j] = _mm256_add_epi16(s[j], p);
+                        let p = _mm256_maddubs_epi16(hi, bx(xb.add(j * xs + 16 + 4 * t)));
+                        s[j] = _mm256_add_epi16(s[j], p);
                     }
                 }
                 for j in 0..R {
                     ia[j] = _mm256_add_epi32(ia[j], widen(s[j]));
                 }
-            }
-        } else {
-            for t in 0..8 {
-                let q = _mm256_xor_si256(ld(wb.add(64 * t)), flip);
-                let aq = _mm256_abs_epi8(q);
-                for j in 0..R {
-                    let sx = _mm256_sign_epi8(bx(xb.add(j * xs + 4 * t)), q);
-                    ia[j] = _mm256_add_epi32(ia[j], widen(_mm256_maddubs_epi16(aq, sx)));
+            } else if K == 1 {
+                // the low nibble chunks (elements 0..16), then the high ones: 4 chunks each in i16
+                let hmask = _mm256_set1_epi8(0x10);
+                for (lo, xo) in [(true, 0), (false, 16)] {
+                    let mut s = [_mm256_setzero_si256(); R];
+                    for t in 0..4 {
+                        let bits = chunk_bits(wb.add(256), 1, if lo { t } else { 4 + t });
+                        let u = _mm256_or_si256(nibbles(ld(wb.add(64 * t)), lo), _mm256_and_si256(bits, hmask));
+                        for j in 0..R {
+                            s[j] = _mm256_add_epi16(s[j], _mm256_maddubs_epi16(u, bx(xb.add(j * xs + xo + 4 * t))));
+                        }
+                    }
+                    for j in 0..R {
+                        ia[j] = _mm256_add_epi32(ia[j], widen(s[j]));
+                    }
+                }
+            } else if K == 3 {
+                for t0 in [0, 4] {
+                    let mut s = [_mm256_setzero_si256(); R];
+                    for t in t0..t0 + 4 {
+                        let v = ld(wb.add(64 * t));
+                        for j in 0..R {
+                            s[j] = _mm256_add_epi16(s[j], _mm256_maddubs_epi16(v, bx(xb.add(j * xs + 4 * t))));
+                        }
+                    }
+                    for j in 0..R {
+                        ia[j] = _mm256_add_epi32(ia[j], widen(s[j]));
+                    }
+                }
+            } else {
+                for t in 0..8 {
+                    let q = _mm256_xor_si256(ld(wb.add(64 * t)), flip);
+                    let aq = _mm256_abs_epi8(q);
+                    for j in 0..R {
+                        let sx = _mm256_sign_epi8(bx(xb.add(j * xs + 4 * t)), q);
+                        ia[j] = _mm256_add_epi32(ia[j], widen(_mm256_maddubs_epi16(aq, sx)));
+                    }
                 }
             }
-        }
-        // this half's 8 scales (and mins) of the block
-        let sc = a.wg.add(b * a.bb + qb);
-        let dw = scales::<F16S>(sc, h);
-        if MIN {
-            let mw = scales::<F16S>(sc.add(super::scale_bytes(F16S)), h);
-            for j in 0..R {
-                let px = x0.add(j * xs);
-                let dx = _mm256_set1_ps((px.add(k + 4 * b) as *const f32).read_unaligned());
-                let sx = _mm256_set1_ps((px.add(so) as *const f32).read_unaligned());
-                facc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[j]), _mm256_mul_ps(dw, dx), facc[j]);
-                facc[j] = _mm256_fmadd_ps(mw, sx, facc[j]);
-            }
-        } else {
-            for j in 0..R {
-                let px = x0.add(j * xs);
-                let dx = _mm256_set1_ps((px.add(k + 4 * b) as *const f32).read_unaligned());
-                facc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[j]), _mm256_mul_ps(dw, dx), facc[j]);
+            // this half's 8 scales (and mins) of the block
+            let sc = a.wg.add(b * a.bb + qb);
+            let dw = scales::<F16S>(sc, h);
+            if MIN {
+                let mw = scales::<F16S>(sc.add(super::scale_bytes(F16S)), h);
+                for j in 0..R {
+                    let px = x0.add(j * xs);
+                    let dx = _mm256_set1_ps((px.add(k + 4 * b) as *const f32).read_unaligned());
+                    let sx = _mm256_set1_ps((px.add(so) as *const f32).read_unaligned());
+                    facc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[j]), _mm256_mul_ps(dw, dx), facc[j]);
+                    facc[j] = _mm256_fmadd_ps(mw, sx, facc[j]);
+                }
+            } else {
+                for j in 0..R {
+                    let px = x0.add(j * xs);
+                    let dx = _mm256_set1_ps((px.add(k + 4 * b) as *const f32).read_unaligned());
+                    facc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[j]), _mm256_mul_ps(dw, dx), facc[j]);
+                }
             }
         }
     }
-    store::<R>(a, j0, h, &facc);
+    for (hh, f) in facc.iter().enumerate() {
+        store::<R>(a, j0, h0 + hh, f);
+    }
 }
 
 /// Q6_K: two 16-element sub-blocks per block, each starting at its own folded correction;
-/// quants as nibbles and planes (`PLANES`) or unpacked bytes.
+/// quants as nibbles and planes (`PLANES`) or unpacked bytes; halves as in [`half`].
 #[target_feature(enable = "avx2,fma")]
-unsafe fn half16<const PLANES: bool, const R: usize>(a: &Args, j0: usize, h: usize) {
+unsafe fn half16<const PLANES: bool, const R: usize, const H: usize>(a: &Args, j0: usize, h0: usize) {
     let (nb, k, xs) = (a.nb, a.k, a.xs);
     let x0 = a.x.add(j0 * xs);
-    let mut facc = [_mm256_setzero_ps(); R];
+    let mut facc = [[_mm256_setzero_ps(); R]; H];
     for b in 0..nb {
-        let wb = a.wg.add(b * a.bb + 32 * h);
-        if h == 0 && R > 1 {
-            // the second half's pass finds the lines in cache; one row measured 0–10 % slower
-            // with the hint (its shifts and multiplies leave the stream less behind)
-            super::prefetch_ahead(wb, a.bb);
-        }
-        let xb = x0.add(32 * b);
-        let so = k + 4 * nb + 8 * b;
-        let start = |j: usize, o: usize| _mm256_set1_epi32((x0.add(j * xs + so + o) as *const i32).read_unaligned());
-        let mut sub: [[__m256i; R]; 2] = [core::array::from_fn(|j| start(j, 0)), core::array::from_fn(|j| start(j, 4))];
-        let hmask = _mm256_set1_epi8(0x30);
-        // sub-block 0 is the low nibble chunks, 1 the high ones; two chunks at a time in i16
-        for (half_block, acc) in sub.iter_mut().enumerate() {
-            let lo = half_block == 0;
-            let chunk = |t: usize| {
-                if !PLANES {
-                    return ld(wb.add(64 * (4 * half_block + t)));
-                }
-                let bits = chunk_bits(wb.add(256), 2, 4 * half_block + t);
-                _mm256_or_si256(nibbles(ld(wb.add(64 * t)), lo), _mm256_and_si256(bits, hmask))
-            };
-            for t0 in [0, 2] {
-                let (u0, u1) = (chunk(t0), chunk(t0 + 1));
-                let xo = 16 * half_block + 4 * t0;
-                for j in 0..R {
-                    let p0 = _mm256_maddubs_epi16(u0, bx(xb.add(j * xs + xo)));
-                    let p1 = _mm256_maddubs_epi16(u1, bx(xb.add(j * xs + xo + 4)));
-                    acc[j] = _mm256_add_epi32(acc[j], widen(_mm256_add_epi16(p0, p1)));
+        for hh in 0..H {
+            let h = h0 + hh;
+            let facc = &mut facc[hh];
+            let wb = a.wg.add(b * a.bb + 32 * h);
+            if h == 0 && R > 1 {
+                // the second half finds the lines in cache; one row measured no gain from it
+                super::prefetch_ahead(wb, a.bb);
+            }
+            let xb = x0.add(32 * b);
+            let so = k + 4 * nb + 8 * b;
+            let start = |j: usize, o: usize| _mm256_set1_epi32((x0.add(j * xs + so + o) as *const i32).read_unaligned());
+            let mut sub: [[__m256i; R]; 2] = [core::array::from_fn(|j| start(j, 0)), core::array::from_fn(|j| start(j, 4))];
+            let hmask = _mm256_set1_epi8(0x30);
+            // sub-block 0 is the low nibble chunks, 1 the high ones; two chunks at a time in i16
+            for (half_block, acc) in sub.iter_mut().enumerate() {
+                let lo = half_block == 0;
+                let chunk = |t: usize| {
+                    if !PLANES {
+                        return ld(wb.add(64 * (4 * half_block + t)));
+                    }
+                    let bits = chunk_bits(wb.add(256), 2, 4 * half_block + t);
+                    _mm256_or_si256(nibbles(ld(wb.add(64 * t)), lo), _mm256_and_si256(bits, hmask))
+                };
+                for t0 in [0, 2] {
+                    let (u0, u1) = (chunk(t0), chunk(t0 + 1));
+                    let xo = 16 * half_block + 4 * t0;
+                    for j in 0..R {
+                        let p0 = _mm256_maddubs_epi16(u0, bx(xb.add(j * xs + xo)));
+                        let p1 = _mm256_maddubs_epi16(u1, bx(xb.add(j * xs + xo + 4)));
+                        acc[j] = _mm256_add_epi32(acc[j], widen(_mm256_add_epi16(p0, p1)));
+                    }
                 }
             }
-        }
-        let qb = if PLANES { 384 } else { 512 };
-        let d0 = _mm256_loadu_ps(wb.add(qb) as *const f32);
-        let d1 = _mm256_loadu_ps(wb.add(qb + 64) as *const f32);
-        for j in 0..R {
-            let px = x0.add(j * xs);
-            let dx = _mm256_set1_ps((px.add(k + 4 * b) as *const f32).read_unaligned());
-            let v0 = _mm256_cvtepi32_ps(sub[0][j]);
-            let v1 = _mm256_cvtepi32_ps(sub[1][j]);
-            let s = _mm256_fmadd_ps(v0, d0, _mm256_mul_ps(v1, d1));
-            facc[j] = _mm256_fmadd_ps(s, dx, facc[j]);
+            let qb = if PLANES { 384 } else { 512 };
+            let d0 = _mm256_loadu_ps(wb.add(qb) as *const f32);
+            let d1 = _mm256_loadu_ps(wb.add(qb + 64) as *const f32);
+            for j in 0..R {
+                let px = x0.add(j * xs);
+                let dx = _mm256_set1_ps((px.add(k + 4 * b) as *const f32).read_unaligned());
+                let v0 = _mm256_cvtepi32_ps(sub[0][j]);
+                let v1 = _mm256_cvtepi32_ps(sub[1][j]);
+                let s = _mm256_fmadd_ps(v0, d0, _mm256_mul_ps(v1, d1));
+                facc[j] = _mm256_fmadd_ps(s, dx, facc[j]);
+            }
         }
     }
-    store::<R>(a, j0, h, &facc);
+    for (hh, f) in facc.iter().enumerate() {
+        store::<R>(a, j0, h0 + hh, f);
+    }
 }
 
 /// Writes rows `j0..j0 + R`, columns `8h..` (at most `ncols`).
