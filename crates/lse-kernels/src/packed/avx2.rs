@@ -65,6 +65,17 @@ pub(super) unsafe fn unpack_group(a: &Args, hb: usize, scale_bytes: usize, out: 
     }
 }
 
+/// Half `h` of block `b` of the group. The first half asks for the block's bytes a page ahead
+/// (with more than one row; one row measured no gain from it); the second finds them in cache.
+#[inline(always)]
+unsafe fn half_block<const R: usize>(a: &Args, b: usize, h: usize) -> *const u8 {
+    let wb = a.wg.add(b * a.bb + 32 * h);
+    if h == 0 && R > 1 {
+        super::prefetch_ahead(wb, a.bb);
+    }
+    wb
+}
+
 #[inline(always)]
 unsafe fn bx(p: *const u8) -> __m256i {
     _mm256_set1_epi32((p as *const i32).read_unaligned())
@@ -179,11 +190,7 @@ unsafe fn half<const K: u8, const MIN: bool, const F16S: bool, const R: usize, c
         for hh in 0..H {
             let h = h0 + hh;
             let facc = &mut facc[hh];
-            let wb = a.wg.add(b * a.bb + 32 * h);
-            if h == 0 && R > 1 {
-                // the second half finds the lines in cache; one row measured no gain from it
-                super::prefetch_ahead(wb, a.bb);
-            }
+            let wb = half_block::<R>(a, b, h);
             let xb = x0.add(32 * b);
             let so = k + 4 * nb + 4 * b;
             // Q8_0 family: the sums start at the folded offset correction −(Σx << SH); the Q8_0
@@ -287,11 +294,7 @@ unsafe fn half16<const PLANES: bool, const R: usize, const H: usize>(a: &Args, j
         for hh in 0..H {
             let h = h0 + hh;
             let facc = &mut facc[hh];
-            let wb = a.wg.add(b * a.bb + 32 * h);
-            if h == 0 && R > 1 {
-                // the second half finds the lines in cache; one row measured no gain from it
-                super::prefetch_ahead(wb, a.bb);
-            }
+            let wb = half_block::<R>(a, b, h);
             let xb = x0.add(32 * b);
             let so = k + 4 * nb + 8 * b;
             let start = |j: usize, o: usize| _mm256_set1_epi32((x0.add(j * xs + so + o) as *const i32).read_unaligned());
