@@ -61,7 +61,7 @@ pub(super) unsafe fn unpack_group(a: &Args, hb: usize, scale_bytes: usize, out: 
                 }
             }
         }
-        std::ptr::copy_nonoverlapping(src.add(256 + 64 * hb), dst.add(512), scale_bytes);
+        std::ptr::copy_nonoverlapping(src.add(super::quant_bytes(true, hb as u32)), dst.add(512), scale_bytes);
     }
 }
 
@@ -74,6 +74,28 @@ unsafe fn half_block<const R: usize>(a: &Args, b: usize, h: usize) -> *const u8 
         super::prefetch_ahead(wb, a.bb);
     }
     wb
+}
+
+/// Runs `block(b, h, wb, sums)` for every block `b` and each of the `H` halves `h0..` (`wb` its
+/// bytes, `sums` the half's f32 sums of the `R` rows), then stores the sums. Compiled with the
+/// kernels' features, so that their closure `block` can be inlined into it.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn over_blocks<const R: usize, const H: usize>(
+    a: &Args,
+    j0: usize,
+    h0: usize,
+    mut block: impl FnMut(usize, usize, *const u8, &mut [__m256; R]),
+) {
+    let mut facc = [[_mm256_setzero_ps(); R]; H];
+    for b in 0..a.nb {
+        for (hh, sums) in facc.iter_mut().enumerate() {
+            block(b, h0 + hh, half_block::<R>(a, b, h0 + hh), sums);
+        }
+    }
+    for (hh, sums) in facc.iter().enumerate() {
+        store::<R>(a, j0, h0 + hh, sums);
+    }
 }
 
 #[inline(always)]
@@ -181,106 +203,97 @@ pub(super) unsafe fn tile(a: &Args, kind: Kind, min: bool, f16s: bool, nx: usize
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn half<const K: u8, const MIN: bool, const F16S: bool, const R: usize, const H: usize>(a: &Args, j0: usize, h0: usize) {
     let (nb, k, xs) = (a.nb, a.k, a.xs);
-    let qb = [256, 320, 512, 512][K as usize];
+    let qb = super::quant_bytes(K < 2, (K == 1) as u32);
     let x0 = a.x.add(j0 * xs);
     let m0f = _mm256_set1_epi8(0x0f);
     let flip = _mm256_set1_epi8(-128);
-    let mut facc = [[_mm256_setzero_ps(); R]; H];
-    for b in 0..nb {
-        for hh in 0..H {
-            let h = h0 + hh;
-            let facc = &mut facc[hh];
-            let wb = half_block::<R>(a, b, h);
-            let xb = x0.add(32 * b);
-            let so = k + 4 * nb + 4 * b;
-            // Q8_0 family: the sums start at the folded offset correction −(Σx << SH); the Q8_0
-            // path sums q·x directly and needs none
-            let mut ia: [__m256i; R] = core::array::from_fn(|j| {
-                if MIN || K == 2 {
-                    _mm256_setzero_si256()
-                } else {
-                    _mm256_set1_epi32((x0.add(j * xs + so) as *const i32).read_unaligned())
+    over_blocks::<R, H>(a, j0, h0, |b, h, wb, facc| {
+        let xb = x0.add(32 * b);
+        let so = k + 4 * nb + 4 * b;
+        // Q8_0 family: the sums start at the folded offset correction −(Σx << SH); the Q8_0
+        // path sums q·x directly and needs none
+        let mut ia: [__m256i; R] = core::array::from_fn(|j| {
+            if MIN || K == 2 {
+                _mm256_setzero_si256()
+            } else {
+                _mm256_set1_epi32((x0.add(j * xs + so) as *const i32).read_unaligned())
+            }
+        });
+        if K == 0 {
+            let mut s = [_mm256_setzero_si256(); R];
+            for t in 0..4 {
+                let v = ld(wb.add(64 * t));
+                let lo = _mm256_and_si256(v, m0f);
+                let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), m0f);
+                for j in 0..R {
+                    let p = _mm256_maddubs_epi16(lo, bx(xb.add(j * xs + 4 * t)));
+                    s[j] = _mm256_add_epi16(s[j], p);
+                    let p = _mm256_maddubs_epi16(hi, bx(xb.add(j * xs + 16 + 4 * t)));
+                    s[j] = _mm256_add_epi16(s[j], p);
                 }
-            });
-            if K == 0 {
+            }
+            for j in 0..R {
+                ia[j] = _mm256_add_epi32(ia[j], widen(s[j]));
+            }
+        } else if K == 1 {
+            // the low nibble chunks (elements 0..16), then the high ones: 4 chunks each in i16
+            let hmask = _mm256_set1_epi8(0x10);
+            for (lo, xo) in [(true, 0), (false, 16)] {
                 let mut s = [_mm256_setzero_si256(); R];
                 for t in 0..4 {
-                    let v = ld(wb.add(64 * t));
-                    let lo = _mm256_and_si256(v, m0f);
-                    let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), m0f);
+                    let bits = chunk_bits(wb.add(256), 1, if lo { t } else { 4 + t });
+                    let u = _mm256_or_si256(nibbles(ld(wb.add(64 * t)), lo), _mm256_and_si256(bits, hmask));
                     for j in 0..R {
-                        let p = _mm256_maddubs_epi16(lo, bx(xb.add(j * xs + 4 * t)));
-                        s[j] = _mm256_add_epi16(s[j], p);
-                        let p = _mm256_maddubs_epi16(hi, bx(xb.add(j * xs + 16 + 4 * t)));
-                        s[j] = _mm256_add_epi16(s[j], p);
+                        s[j] = _mm256_add_epi16(s[j], _mm256_maddubs_epi16(u, bx(xb.add(j * xs + xo + 4 * t))));
                     }
                 }
                 for j in 0..R {
                     ia[j] = _mm256_add_epi32(ia[j], widen(s[j]));
                 }
-            } else if K == 1 {
-                // the low nibble chunks (elements 0..16), then the high ones: 4 chunks each in i16
-                let hmask = _mm256_set1_epi8(0x10);
-                for (lo, xo) in [(true, 0), (false, 16)] {
-                    let mut s = [_mm256_setzero_si256(); R];
-                    for t in 0..4 {
-                        let bits = chunk_bits(wb.add(256), 1, if lo { t } else { 4 + t });
-                        let u = _mm256_or_si256(nibbles(ld(wb.add(64 * t)), lo), _mm256_and_si256(bits, hmask));
-                        for j in 0..R {
-                            s[j] = _mm256_add_epi16(s[j], _mm256_maddubs_epi16(u, bx(xb.add(j * xs + xo + 4 * t))));
-                        }
-                    }
+            }
+        } else if K == 3 {
+            for t0 in [0, 4] {
+                let mut s = [_mm256_setzero_si256(); R];
+                for t in t0..t0 + 4 {
+                    let v = ld(wb.add(64 * t));
                     for j in 0..R {
-                        ia[j] = _mm256_add_epi32(ia[j], widen(s[j]));
+                        s[j] = _mm256_add_epi16(s[j], _mm256_maddubs_epi16(v, bx(xb.add(j * xs + 4 * t))));
                     }
                 }
-            } else if K == 3 {
-                for t0 in [0, 4] {
-                    let mut s = [_mm256_setzero_si256(); R];
-                    for t in t0..t0 + 4 {
-                        let v = ld(wb.add(64 * t));
-                        for j in 0..R {
-                            s[j] = _mm256_add_epi16(s[j], _mm256_maddubs_epi16(v, bx(xb.add(j * xs + 4 * t))));
-                        }
-                    }
-                    for j in 0..R {
-                        ia[j] = _mm256_add_epi32(ia[j], widen(s[j]));
-                    }
-                }
-            } else {
-                for t in 0..8 {
-                    let q = _mm256_xor_si256(ld(wb.add(64 * t)), flip);
-                    let aq = _mm256_abs_epi8(q);
-                    for j in 0..R {
-                        let sx = _mm256_sign_epi8(bx(xb.add(j * xs + 4 * t)), q);
-                        ia[j] = _mm256_add_epi32(ia[j], widen(_mm256_maddubs_epi16(aq, sx)));
-                    }
+                for j in 0..R {
+                    ia[j] = _mm256_add_epi32(ia[j], widen(s[j]));
                 }
             }
-            // this half's 8 scales (and mins) of the block
-            let sc = a.wg.add(b * a.bb + qb);
-            let dw = scales::<F16S>(sc, h);
-            if MIN {
-                let mw = scales::<F16S>(sc.add(super::scale_bytes(F16S)), h);
+        } else {
+            for t in 0..8 {
+                let q = _mm256_xor_si256(ld(wb.add(64 * t)), flip);
+                let aq = _mm256_abs_epi8(q);
                 for j in 0..R {
-                    let px = x0.add(j * xs);
-                    let dx = _mm256_set1_ps((px.add(k + 4 * b) as *const f32).read_unaligned());
-                    let sx = _mm256_set1_ps((px.add(so) as *const f32).read_unaligned());
-                    facc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[j]), _mm256_mul_ps(dw, dx), facc[j]);
-                    facc[j] = _mm256_fmadd_ps(mw, sx, facc[j]);
-                }
-            } else {
-                for j in 0..R {
-                    let px = x0.add(j * xs);
-                    let dx = _mm256_set1_ps((px.add(k + 4 * b) as *const f32).read_unaligned());
-                    facc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[j]), _mm256_mul_ps(dw, dx), facc[j]);
+                    let sx = _mm256_sign_epi8(bx(xb.add(j * xs + 4 * t)), q);
+                    ia[j] = _mm256_add_epi32(ia[j], widen(_mm256_maddubs_epi16(aq, sx)));
                 }
             }
         }
-    }
-    for (hh, f) in facc.iter().enumerate() {
-        store::<R>(a, j0, h0 + hh, f);
-    }
+        // this half's 8 scales (and mins) of the block
+        let sc = a.wg.add(b * a.bb + qb);
+        let dw = scales::<F16S>(sc, h);
+        if MIN {
+            let mw = scales::<F16S>(sc.add(super::scale_bytes(F16S)), h);
+            for j in 0..R {
+                let px = x0.add(j * xs);
+                let dx = _mm256_set1_ps((px.add(k + 4 * b) as *const f32).read_unaligned());
+                let sx = _mm256_set1_ps((px.add(so) as *const f32).read_unaligned());
+                facc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[j]), _mm256_mul_ps(dw, dx), facc[j]);
+                facc[j] = _mm256_fmadd_ps(mw, sx, facc[j]);
+            }
+        } else {
+            for j in 0..R {
+                let px = x0.add(j * xs);
+                let dx = _mm256_set1_ps((px.add(k + 4 * b) as *const f32).read_unaligned());
+                facc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[j]), _mm256_mul_ps(dw, dx), facc[j]);
+            }
+        }
+    });
 }
 
 /// Q6_K: two 16-element sub-blocks per block, each starting at its own folded correction;
@@ -289,53 +302,44 @@ unsafe fn half<const K: u8, const MIN: bool, const F16S: bool, const R: usize, c
 unsafe fn half16<const PLANES: bool, const R: usize, const H: usize>(a: &Args, j0: usize, h0: usize) {
     let (nb, k, xs) = (a.nb, a.k, a.xs);
     let x0 = a.x.add(j0 * xs);
-    let mut facc = [[_mm256_setzero_ps(); R]; H];
-    for b in 0..nb {
-        for hh in 0..H {
-            let h = h0 + hh;
-            let facc = &mut facc[hh];
-            let wb = half_block::<R>(a, b, h);
-            let xb = x0.add(32 * b);
-            let so = k + 4 * nb + 8 * b;
-            let start = |j: usize, o: usize| _mm256_set1_epi32((x0.add(j * xs + so + o) as *const i32).read_unaligned());
-            let mut sub: [[__m256i; R]; 2] = [core::array::from_fn(|j| start(j, 0)), core::array::from_fn(|j| start(j, 4))];
-            let hmask = _mm256_set1_epi8(0x30);
-            // sub-block 0 is the low nibble chunks, 1 the high ones; two chunks at a time in i16
-            for (half_block, acc) in sub.iter_mut().enumerate() {
-                let lo = half_block == 0;
-                let chunk = |t: usize| {
-                    if !PLANES {
-                        return ld(wb.add(64 * (4 * half_block + t)));
-                    }
-                    let bits = chunk_bits(wb.add(256), 2, 4 * half_block + t);
-                    _mm256_or_si256(nibbles(ld(wb.add(64 * t)), lo), _mm256_and_si256(bits, hmask))
-                };
-                for t0 in [0, 2] {
-                    let (u0, u1) = (chunk(t0), chunk(t0 + 1));
-                    let xo = 16 * half_block + 4 * t0;
-                    for j in 0..R {
-                        let p0 = _mm256_maddubs_epi16(u0, bx(xb.add(j * xs + xo)));
-                        let p1 = _mm256_maddubs_epi16(u1, bx(xb.add(j * xs + xo + 4)));
-                        acc[j] = _mm256_add_epi32(acc[j], widen(_mm256_add_epi16(p0, p1)));
-                    }
+    over_blocks::<R, H>(a, j0, h0, |b, _, wb, facc| {
+        let xb = x0.add(32 * b);
+        let so = k + 4 * nb + 8 * b;
+        let start = |j: usize, o: usize| _mm256_set1_epi32((x0.add(j * xs + so + o) as *const i32).read_unaligned());
+        let mut sub: [[__m256i; R]; 2] = [core::array::from_fn(|j| start(j, 0)), core::array::from_fn(|j| start(j, 4))];
+        let hmask = _mm256_set1_epi8(0x30);
+        // sub-block 0 is the low nibble chunks, 1 the high ones; two chunks at a time in i16
+        for (sb, acc) in sub.iter_mut().enumerate() {
+            let lo = sb == 0;
+            let chunk = |t: usize| {
+                if !PLANES {
+                    return ld(wb.add(64 * (4 * sb + t)));
+                }
+                let bits = chunk_bits(wb.add(256), 2, 4 * sb + t);
+                _mm256_or_si256(nibbles(ld(wb.add(64 * t)), lo), _mm256_and_si256(bits, hmask))
+            };
+            for t0 in [0, 2] {
+                let (u0, u1) = (chunk(t0), chunk(t0 + 1));
+                let xo = 16 * sb + 4 * t0;
+                for j in 0..R {
+                    let p0 = _mm256_maddubs_epi16(u0, bx(xb.add(j * xs + xo)));
+                    let p1 = _mm256_maddubs_epi16(u1, bx(xb.add(j * xs + xo + 4)));
+                    acc[j] = _mm256_add_epi32(acc[j], widen(_mm256_add_epi16(p0, p1)));
                 }
             }
-            let qb = if PLANES { 384 } else { 512 };
-            let d0 = _mm256_loadu_ps(wb.add(qb) as *const f32);
-            let d1 = _mm256_loadu_ps(wb.add(qb + 64) as *const f32);
-            for j in 0..R {
-                let px = x0.add(j * xs);
-                let dx = _mm256_set1_ps((px.add(k + 4 * b) as *const f32).read_unaligned());
-                let v0 = _mm256_cvtepi32_ps(sub[0][j]);
-                let v1 = _mm256_cvtepi32_ps(sub[1][j]);
-                let s = _mm256_fmadd_ps(v0, d0, _mm256_mul_ps(v1, d1));
-                facc[j] = _mm256_fmadd_ps(s, dx, facc[j]);
-            }
         }
-    }
-    for (hh, f) in facc.iter().enumerate() {
-        store::<R>(a, j0, h0 + hh, f);
-    }
+        let qb = super::quant_bytes(PLANES, 2);
+        let d0 = _mm256_loadu_ps(wb.add(qb) as *const f32);
+        let d1 = _mm256_loadu_ps(wb.add(qb + 64) as *const f32);
+        for j in 0..R {
+            let px = x0.add(j * xs);
+            let dx = _mm256_set1_ps((px.add(k + 4 * b) as *const f32).read_unaligned());
+            let v0 = _mm256_cvtepi32_ps(sub[0][j]);
+            let v1 = _mm256_cvtepi32_ps(sub[1][j]);
+            let s = _mm256_fmadd_ps(v0, d0, _mm256_mul_ps(v1, d1));
+            facc[j] = _mm256_fmadd_ps(s, dx, facc[j]);
+        }
+    });
 }
 
 /// Writes rows `j0..j0 + R`, columns `8h..` (at most `ncols`).
