@@ -1,6 +1,6 @@
 //! KV-cache row formats: storing f32 rows in the cache dtype and reading them back as f32.
 
-use crate::fp::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
+use crate::fp::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16_bytes};
 use lse_gguf::GgmlType;
 
 const Q8_BLOCK: usize = 32;
@@ -31,11 +31,7 @@ pub fn store_row(t: GgmlType, src: &[f32], dst: &mut [u8]) {
                 b.copy_from_slice(&x.to_le_bytes());
             }
         }
-        GgmlType::F16 => {
-            for (x, b) in src.iter().zip(dst.chunks_exact_mut(2)) {
-                b.copy_from_slice(&f32_to_f16(*x).to_le_bytes());
-            }
-        }
+        GgmlType::F16 => f32_to_f16_bytes(src, &mut dst[..2 * src.len()]),
         GgmlType::BF16 => {
             for (x, b) in src.iter().zip(dst.chunks_exact_mut(2)) {
                 b.copy_from_slice(&f32_to_bf16(*x).to_le_bytes());

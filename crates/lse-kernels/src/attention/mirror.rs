@@ -89,27 +89,30 @@ impl TiledMirror {
         }
         self.reserve(pos0 + n);
         let (hk, dk, dv, cap) = (self.n_head_kv, self.dk, self.dv, self.cap);
-        let mut tmp = vec![0f32; dk.max(dv)];
+        let mut tmp = Vec::new();
         for pos in pos0..pos0 + n {
             for h in 0..hk {
                 let src = pos * hk + h;
                 let (krow, vrow) = (&k[src * kb..(src + 1) * kb], &v[src * vb..(src + 1) * vb]);
+                // K element d of this position sits at kt[panel + d·KP + pos % KP]
                 let panel = (h * (cap / KP) + pos / KP) * dk * KP;
+                let kcol = panel + pos % KP..panel + dk * KP;
                 let vat = (h * cap + pos) * dv;
                 match (&mut self.kt, &mut self.v) {
                     (Values::F16(kt), Values::F16(vm)) => {
-                        let bits = |row: &[u8], d: usize| u16::from_le_bytes([row[2 * d], row[2 * d + 1]]);
-                        for d in 0..dk {
-                            kt[panel + d * KP + pos % KP] = bits(krow, d);
+                        let bits = |b: &[u8]| u16::from_le_bytes([b[0], b[1]]);
+                        for (dst, b) in kt[kcol].iter_mut().step_by(KP).zip(krow.chunks_exact(2)) {
+                            *dst = bits(b);
                         }
-                        for d in 0..dv {
-                            vm[vat + d] = bits(vrow, d);
+                        for (dst, b) in vm[vat..vat + dv].iter_mut().zip(vrow.chunks_exact(2)) {
+                            *dst = bits(b);
                         }
                     }
                     (Values::F32(kt), Values::F32(vm)) => {
-                        kv::load_row(ty, krow, &mut tmp[..dk]);
-                        for d in 0..dk {
-                            kt[panel + d * KP + pos % KP] = tmp[d];
+                        tmp.resize(dk, 0f32);
+                        kv::load_row(ty, krow, &mut tmp);
+                        for (dst, x) in kt[kcol].iter_mut().step_by(KP).zip(&tmp) {
+                            *dst = *x;
                         }
                         kv::load_row(ty, vrow, &mut vm[vat..vat + dv]);
                     }

@@ -234,7 +234,7 @@ fn tiled_avx2_equals_avx512() {
         return;
     }
     let mut seed = 0x5eed_u64;
-    for (dk, dv) in [(64usize, 64usize), (16, 48), (128, 80)] {
+    for (dk, dv) in [(64usize, 64usize), (16, 48), (128, 80), (128, 128)] {
         let n_keys = 5 * KP;
         let kt: Vec<f32> = (0..n_keys * dk).map(|_| rng(&mut seed)).collect();
         let v: Vec<f32> = (0..n_keys * dv).map(|_| rng(&mut seed)).collect();

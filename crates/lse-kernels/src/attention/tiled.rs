@@ -282,17 +282,27 @@ unsafe fn tile_n<V: V16, E: Lanes, const N: usize>(rows: &Rows, head: &Head<E>, 
     let lmax = rows.last[..N].iter().copied().max().unwrap_or(0);
     let fmin = rows.first[..N].iter().copied().min().unwrap_or(0);
     let (p0, p1) = (fmin / KP, lmax / KP + 1);
-    for p in p0..p1 {
-        // scores of panel p: s[r] = Σ_d q[r][d] · K[p][d][..], d in order
-        let mut s = [V::zero(); N];
-        let kp = kt.as_ptr().add(p * dk * KP);
-        for d in 0..dk {
-            let k0: V = E::load16(kp.add(d * KP));
-            for r in 0..N {
-                s[r] = V::fmadd(V::splat(*rows.q[r].get_unchecked(d)), k0, s[r]);
+    if V::COLS == 64 && dk == dv && dv % 64 == 0 {
+        // Software-pipelined: the next panel's scores are computed inside this panel's `P·V`
+        // loop, so the scores' FMA chains (one per row, `dk` long) overlap the `P·V` FMAs
+        // instead of running alone. Each value is the same chain of operations as below.
+        let mut s = scores::<V, E, N>(rows, kt, dk, p0);
+        for p in p0..p1 {
+            let pbuf = softmax::<V, N>(rows, head, p, &s, &mut st, acc);
+            match (pbuf, p + 1 < p1) {
+                (Some(pb), true) => s = pv_with_scores::<V, E, N>(rows, head, &pb, p, acc),
+                (Some(pb), false) => pv::<V, E, N>(head, &pb, p, acc),
+                (None, true) => s = scores::<V, E, N>(rows, kt, dk, p + 1),
+                (None, false) => {}
             }
         }
-        absorb::<V, E, N>(rows, head, p, &s, &mut st, acc);
+    } else {
+        for p in p0..p1 {
+            let s = scores::<V, E, N>(rows, kt, dk, p);
+            if let Some(pb) = softmax::<V, N>(rows, head, p, &s, &mut st, acc) {
+                pv::<V, E, N>(head, &pb, p, acc);
+            }
+        }
     }
     for r in 0..N {
         let inv = if st[r].l > 0.0 { (1.0 / st[r].l) as f32 } else { 0.0 };
@@ -305,17 +315,32 @@ unsafe fn tile_n<V: V16, E: Lanes, const N: usize>(rows: &Rows, head: &Head<E>, 
     }
 }
 
-/// Panel `p`'s scores `s` (unscaled) into the rows' softmax states and accumulators.
+/// The unscaled scores of panel `p`: `s[r] = Σ_d q[r][d] · K[p][d][..]`, d in order.
 #[inline(always)]
-unsafe fn absorb<V: V16, E: Lanes, const N: usize>(
-    rows: &Rows,
-    head: &Head<E>,
-    p: usize,
-    s: &[V; N],
-    st: &mut [Softmax; N],
-    acc: &mut [f32],
-) {
-    let Head { v, dv, scale, .. } = *head;
+unsafe fn scores<V: V16, E: Lanes, const N: usize>(rows: &Rows, kt: &[E], dk: usize, p: usize) -> [V; N] {
+    let mut s = [V::zero(); N];
+    let kp = kt.as_ptr().add(p * dk * KP);
+    for d in 0..dk {
+        score_step::<V, E, N>(rows, kp, d, &mut s);
+    }
+    s
+}
+
+/// Adds element `d` of the rows' dot products with panel `kp`'s 16 keys.
+#[inline(always)]
+unsafe fn score_step<V: V16, E: Lanes, const N: usize>(rows: &Rows, kp: *const E, d: usize, s: &mut [V; N]) {
+    let k0: V = E::load16(kp.add(d * KP));
+    for r in 0..N {
+        s[r] = V::fmadd(V::splat(*rows.q[r].get_unchecked(d)), k0, s[r]);
+    }
+}
+
+/// Panel `p`'s scores `s` (unscaled) into the rows' softmax states (rescaling their
+/// accumulators when a max grows); returns the rows' probabilities over the panel, or `None`
+/// when no row sees any of its keys.
+#[inline(always)]
+unsafe fn softmax<V: V16, const N: usize>(rows: &Rows, head: &Head<impl Lanes>, p: usize, s: &[V; N], st: &mut [Softmax; N], acc: &mut [f32]) -> Option<[[f32; KP]; N]> {
+    let Head { dv, scale, .. } = *head;
     let mut pbuf = [[0f32; KP]; N];
     let mut live = false;
     for r in 0..N {
@@ -345,23 +370,41 @@ unsafe fn absorb<V: V16, E: Lanes, const N: usize>(
         *l += e.sum_f64();
         e.store(pbuf[r].as_mut_ptr());
     }
-    if !live {
-        return;
-    }
-    // acc[r] += Σ_j P[r][j] · V[p·16 + j], V::COLS columns at a time
+    live.then_some(pbuf)
+}
+
+/// `acc[r] += Σ_j P[r][j] · V[p·16 + j]`, `V::COLS` columns at a time.
+#[inline(always)]
+unsafe fn pv<V: V16, E: Lanes, const N: usize>(head: &Head<E>, pbuf: &[[f32; KP]; N], p: usize, acc: &mut [f32]) {
+    let Head { v, dv, .. } = *head;
     let vp = v.as_ptr().add(p * KP * dv);
     let mut c = 0;
     while c + 64 <= dv && V::COLS == 64 {
-        pv_block::<V, E, N, 4>(&pbuf, vp, dv, c, acc);
+        pv_block::<V, E, N, 4>(pbuf, vp, dv, c, acc, None);
         c += 64;
     }
     while c < dv {
-        pv_block::<V, E, N, 1>(&pbuf, vp, dv, c, acc);
+        pv_block::<V, E, N, 1>(pbuf, vp, dv, c, acc, None);
         c += 16;
     }
 }
 
-/// `acc[r][c .. c + 16·U] += Σ_j pbuf[r][j] · V[j][c ..]` for the tile's rows, keys in order.
+/// [`pv`] for panel `p` (64 columns at a time, `dk == dv`) with panel `p + 1`'s scores computed
+/// in the same loop, `d` in order: the 4 steps `c + 4j .. c + 4j + 4` beside key `j`'s `P·V`
+/// step on columns `c ..`.
+#[inline(always)]
+unsafe fn pv_with_scores<V: V16, E: Lanes, const N: usize>(rows: &Rows, head: &Head<E>, pbuf: &[[f32; KP]; N], p: usize, acc: &mut [f32]) -> [V; N] {
+    let Head { kt, v, dk, dv, .. } = *head;
+    let vp = v.as_ptr().add(p * KP * dv);
+    let mut next = (kt.as_ptr().add((p + 1) * dk * KP), [V::zero(); N]);
+    for c in (0..dv).step_by(64) {
+        pv_block::<V, E, N, 4>(pbuf, vp, dv, c, acc, Some((rows, &mut next)));
+    }
+    next.1
+}
+
+/// `acc[r][c .. c + 16·U] += Σ_j pbuf[r][j] · V[j][c ..]` for the tile's rows, keys in order;
+/// with `scores` = (rows, (K panel, sums)), also the score steps `d = c + Uj .. c + U(j + 1)`.
 #[inline(always)]
 unsafe fn pv_block<V: V16, E: Lanes, const N: usize, const U: usize>(
     pbuf: &[[f32; KP]; N],
@@ -369,6 +412,7 @@ unsafe fn pv_block<V: V16, E: Lanes, const N: usize, const U: usize>(
     dv: usize,
     c: usize,
     acc: &mut [f32],
+    mut scores: Option<(&Rows, &mut (*const E, [V; N]))>,
 ) {
     let mut a = [[V::zero(); U]; N];
     for r in 0..N {
@@ -384,6 +428,11 @@ unsafe fn pv_block<V: V16, E: Lanes, const N: usize, const U: usize>(
             let pj = V::splat(pbuf[r][j]);
             for u in 0..U {
                 a[r][u] = V::fmadd(pj, vv[u], a[r][u]);
+            }
+        }
+        if let Some((rows, (kp, s))) = &mut scores {
+            for d in c + U * j..c + U * (j + 1) {
+                score_step::<V, E, N>(rows, *kp, d, s);
             }
         }
     }
