@@ -92,15 +92,8 @@ mod tests {
     /// that round to infinity, subnormals, signed zeros, infinities and NaNs; lengths with a tail.
     #[test]
     fn f16_bytes_equal_per_value_conversion() {
-        let mut seed = 0x2545_f491_u32;
-        let mut x: Vec<f32> = (0..1000)
-            .map(|_| {
-                seed ^= seed << 13;
-                seed ^= seed >> 17;
-                seed ^= seed << 5;
-                f32::from_bits(seed)
-            })
-            .collect();
+        let mut rng = crate::test_rng::Rng::new(0x2545_f491);
+        let mut x: Vec<f32> = (0..1000).map(|_| f32::from_bits((rng.next() >> 32) as u32)).collect();
         x.extend([0.0, -0.0, 1.0 + 2f32.powi(-11), 65520.0, -65519.0, 6e-8, 3e-5, f32::INFINITY, f32::NEG_INFINITY, f32::NAN]);
         for n in [x.len(), 13, 7, 0] {
             let mut b = vec![0u8; 2 * n];
