@@ -25,6 +25,7 @@ pub fn rms_norm(x: &mut [f32], dim: usize, w: Option<&[f32]>, eps: f32) {
 const GROUP: usize = 8;
 
 /// `Σ x²` of each of the `R` rows of `x` (f32 squares added in f64, in element order).
+#[allow(clippy::needless_range_loop)] // the element index walks R rows in step
 #[inline(always)]
 fn sums_of_squares<const R: usize>(x: &[f32], dim: usize) -> [f64; R] {
     let rows: [&[f32]; R] = core::array::from_fn(|r| &x[r * dim..(r + 1) * dim]);
