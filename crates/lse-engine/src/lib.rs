@@ -51,6 +51,14 @@ impl<'a> ForwardCtx<'a> {
 
     /// A zeroed buffer of `len` floats, reusing a recycled allocation when one is free.
     pub fn buffer(&self, len: usize) -> Vec<f32> {
+        let mut v = self.buffer_for_overwrite(len);
+        v.fill(0.0);
+        v
+    }
+
+    /// A buffer of `len` floats whose values are left from earlier use: for outputs that the
+    /// next call writes whole (a matmul's, attention's, a copy), which then skip zeroing them.
+    pub fn buffer_for_overwrite(&self, len: usize) -> Vec<f32> {
         let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
         // best fit: the smallest buffer that holds `len`, else the largest (grown), so that small
         // requests do not grow every pooled buffer to the widest activation
@@ -61,7 +69,7 @@ impl<'a> ForwardCtx<'a> {
             .or_else(|| (0..pool.len()).max_by_key(|&i| pool[i].capacity()));
         let mut v = pick.map(|i| pool.swap_remove(i)).unwrap_or_default();
         drop(pool);
-        v.clear();
+        v.truncate(len);
         v.resize(len, 0.0);
         v
     }

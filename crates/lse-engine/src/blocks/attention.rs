@@ -138,9 +138,9 @@ impl AttnLayer {
         let b = cx.backend;
         let c = &self.cfg;
         let (dk, dv) = (c.head_dim_k, c.head_dim_v);
-        let mut qg = cx.buffer(n * self.w.q.n);
-        let mut k = cx.buffer(n * self.w.k.n);
-        let mut v = cx.buffer(n * self.w.v.n);
+        let mut qg = cx.buffer_for_overwrite(n * self.w.q.n);
+        let mut k = cx.buffer_for_overwrite(n * self.w.k.n);
+        let mut v = cx.buffer_for_overwrite(n * self.w.v.n);
         b.matmul_many(&[&self.w.q, &self.w.k, &self.w.v], h, n, &mut [&mut qg, &mut k, &mut v]);
         if let Some(bias) = &self.w.q_bias {
             b.add_bias(&mut qg, bias);
@@ -153,8 +153,8 @@ impl AttnLayer {
         }
         // split [q | gate] per head
         let (mut q, gate) = if c.q_gate {
-            let mut q = cx.buffer(n * c.n_head * dk);
-            let mut g = cx.buffer(n * c.n_head * dk);
+            let mut q = cx.buffer_for_overwrite(n * c.n_head * dk);
+            let mut g = cx.buffer_for_overwrite(n * c.n_head * dk);
             for (r, src) in qg.chunks_exact(2 * dk).enumerate() {
                 q[r * dk..(r + 1) * dk].copy_from_slice(&src[..dk]);
                 g[r * dk..(r + 1) * dk].copy_from_slice(&src[dk..]);
@@ -171,7 +171,7 @@ impl AttnLayer {
             b.rms_norm(&mut k, dk, w, c.eps);
         }
         let (qw, kw, vw, ow) = (c.n_head * dk, c.n_head_kv * dk, c.n_head_kv * dv, c.n_head * dv);
-        let mut att = cx.buffer(n * ow);
+        let mut att = cx.buffer_for_overwrite(n * ow);
         for s in seqs.iter_mut() {
             let qs = &mut q[s.r0 * qw..(s.r0 + s.n) * qw];
             let ks = &mut k[s.r0 * kw..(s.r0 + s.n) * kw];

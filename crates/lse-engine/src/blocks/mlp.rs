@@ -40,8 +40,8 @@ impl Mlp {
     /// `out` (n × n_embd) = the block applied to the normed rows `h` (n × n_embd).
     pub fn forward(&self, cx: &ForwardCtx, h: &[f32], n: usize, out: &mut [f32]) {
         let b = cx.backend;
-        let mut g = cx.buffer(n * self.gate.n);
-        let mut u = cx.buffer(n * self.up.n);
+        let mut g = cx.buffer_for_overwrite(n * self.gate.n);
+        let mut u = cx.buffer_for_overwrite(n * self.up.n);
         b.matmul_many(&[&self.gate, &self.up], h, n, &mut [&mut g, &mut u]);
         b.glu(self.act, &mut g, &u);
         b.matmul(&self.down, &g, n, out);

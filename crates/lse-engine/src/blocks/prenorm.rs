@@ -35,10 +35,10 @@ impl PreNormLayer {
     pub fn forward(&self, cx: &ForwardCtx, il: usize, seqs: &mut [SeqRows], x: &mut [f32], n: usize, eps: f32) -> Result<(), EngineError> {
         let b = cx.backend;
         let e = x.len() / n.max(1);
-        let mut h = cx.buffer(x.len());
+        let mut h = cx.buffer_for_overwrite(x.len());
         h.copy_from_slice(x);
         b.rms_norm(&mut h, e, &self.attn_norm, eps);
-        let mut o = cx.buffer(x.len());
+        let mut o = cx.buffer_for_overwrite(x.len());
         self.attn.forward(cx, il, seqs, &h, n, &mut o)?;
         b.add(x, &o);
         h.copy_from_slice(x);
