@@ -61,6 +61,10 @@ fn par_rows(pool: &ThreadPool, x: &mut [f32], row: usize, target: usize, f: &(dy
 /// Elements per task for the elementwise ops.
 const PAR_CHUNK: usize = 1 << 15;
 
+/// Elements per task for the gated activation: smaller, so that a decode step's few rows (8
+/// sessions: 8 × the FFN width) are shared by the threads instead of run by the caller alone.
+const GLU_CHUNK: usize = 1 << 12;
+
 /// A KV store of at most this many rows (decode steps) starts the f32 copy of the cache.
 #[cfg(target_arch = "x86_64")]
 const MIRROR_FROM_ROWS: usize = 16;
@@ -158,7 +162,7 @@ impl Backend for CpuBackend {
         }
         // element-wise: any split gives the same values (the kernels are position-independent)
         let d = self.dialect;
-        par_rows(&self.pool, gate, 1, PAR_CHUNK, &|c, r0| {
+        par_rows(&self.pool, gate, 1, GLU_CHUNK, &|c, r0| {
             let u = &up[r0..r0 + c.len()];
             match a {
                 // vector exp (about 1 ulp of libm) under the Simd dialect
