@@ -1,6 +1,6 @@
 //! KV-cache row formats: storing f32 rows in the cache dtype and reading them back as f32.
 
-use crate::fp::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16_bytes};
+use crate::fp::{bf16_to_f32, f16_to_f32, f32_to_bf16};
 use lse_gguf::GgmlType;
 
 const Q8_BLOCK: usize = 32;
@@ -31,7 +31,8 @@ pub fn store_row(t: GgmlType, src: &[f32], dst: &mut [u8]) {
                 b.copy_from_slice(&x.to_le_bytes());
             }
         }
-        GgmlType::F16 => f32_to_f16_bytes(src, &mut dst[..2 * src.len()]),
+        // the activations' f16 converter: eight at a time where the level has F16C, same bits
+        GgmlType::F16 => crate::simd::quantize_activation(crate::simd::level(), crate::simd::ActLayout::Ggml, crate::quant::DotType::F16, src, dst),
         GgmlType::BF16 => {
             for (x, b) in src.iter().zip(dst.chunks_exact_mut(2)) {
                 b.copy_from_slice(&f32_to_bf16(*x).to_le_bytes());
@@ -94,5 +95,21 @@ mod tests {
             }
         }
         assert!(kv_row_bytes(GgmlType::Q8_0, 16).is_none());
+    }
+
+    /// An f16 row stores `half`'s bits for every kind of value: ties, values that round to
+    /// infinity, subnormals, signed zeros, infinities and NaNs; lengths with a tail.
+    #[test]
+    fn f16_row_equals_per_value_conversion() {
+        let mut rng = crate::test_rng::Rng::new(0x2545_f491);
+        let mut x: Vec<f32> = (0..1000).map(|_| f32::from_bits((rng.next() >> 32) as u32)).collect();
+        x.extend([0.0, -0.0, 1.0 + 2f32.powi(-11), 65520.0, -65519.0, 6e-8, 3e-5, f32::INFINITY, f32::NEG_INFINITY, f32::NAN]);
+        for n in [x.len(), 13, 7, 0] {
+            let mut b = vec![0u8; 2 * n];
+            store_row(GgmlType::F16, &x[..n], &mut b);
+            for (v, h) in x[..n].iter().zip(b.chunks_exact(2)) {
+                assert_eq!(u16::from_le_bytes([h[0], h[1]]), half::f16::from_f32(*v).to_bits(), "{v:e}");
+            }
+        }
     }
 }
