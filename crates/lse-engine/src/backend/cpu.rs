@@ -167,7 +167,8 @@ impl Backend for CpuBackend {
             match a {
                 // vector exp (about 1 ulp of libm) under the Simd dialect
                 act::Act::Silu => lse_kernels::act::swiglu(d, c, u),
-                _ => act::glu(a, c, u),
+                // the same bits at every dialect
+                act::Act::GeluTanh => lse_kernels::act::geglu(d, c, u),
             }
         });
     }
