@@ -290,8 +290,8 @@ unsafe fn tile_n<V: V16, E: Lanes, const N: usize>(rows: &Rows, head: &Head<E>, 
         for p in p0..p1 {
             let pbuf = softmax::<V, N>(rows, head, p, &s, &mut st, acc);
             match (pbuf, p + 1 < p1) {
-                (Some(pb), true) => s = pv_with_scores::<V, E, N>(rows, head, &pb, p, acc),
-                (Some(pb), false) => pv::<V, E, N>(head, &pb, p, acc),
+                (Some(pb), true) => s = pv::<V, E, N>(head, &pb, p, acc, Some(rows)),
+                (Some(pb), false) => _ = pv::<V, E, N>(head, &pb, p, acc, None),
                 (None, true) => s = scores::<V, E, N>(rows, kt, dk, p + 1),
                 (None, false) => {}
             }
@@ -300,7 +300,7 @@ unsafe fn tile_n<V: V16, E: Lanes, const N: usize>(rows: &Rows, head: &Head<E>, 
         for p in p0..p1 {
             let s = scores::<V, E, N>(rows, kt, dk, p);
             if let Some(pb) = softmax::<V, N>(rows, head, p, &s, &mut st, acc) {
-                pv::<V, E, N>(head, &pb, p, acc);
+                pv::<V, E, N>(head, &pb, p, acc, None);
             }
         }
     }
@@ -373,34 +373,24 @@ unsafe fn softmax<V: V16, const N: usize>(rows: &Rows, head: &Head<impl Lanes>, 
     live.then_some(pbuf)
 }
 
-/// `acc[r] += Σ_j P[r][j] · V[p·16 + j]`, `V::COLS` columns at a time.
+/// `acc[r] += Σ_j P[r][j] · V[p·16 + j]`, `V::COLS` columns at a time. With `next` (the rows;
+/// `dk == dv`), also panel `p + 1`'s scores, returned: each column block `c .. c + 16·U` runs
+/// the score steps `d = c + Uj .. c + U(j + 1)` beside key `j`'s `P·V` step, so `d` goes in order.
 #[inline(always)]
-unsafe fn pv<V: V16, E: Lanes, const N: usize>(head: &Head<E>, pbuf: &[[f32; KP]; N], p: usize, acc: &mut [f32]) {
-    let Head { v, dv, .. } = *head;
+unsafe fn pv<V: V16, E: Lanes, const N: usize>(head: &Head<E>, pbuf: &[[f32; KP]; N], p: usize, acc: &mut [f32], next: Option<&Rows>) -> [V; N] {
+    let Head { kt, v, dk, dv, .. } = *head;
     let vp = v.as_ptr().add(p * KP * dv);
+    let mut sums = (kt.as_ptr().wrapping_add((p + 1) * dk * KP), [V::zero(); N]);
     let mut c = 0;
     while c + 64 <= dv && V::COLS == 64 {
-        pv_block::<V, E, N, 4>(pbuf, vp, dv, c, acc, None);
+        pv_block::<V, E, N, 4>(pbuf, vp, dv, c, acc, next.map(|r| (r, &mut sums)));
         c += 64;
     }
     while c < dv {
-        pv_block::<V, E, N, 1>(pbuf, vp, dv, c, acc, None);
+        pv_block::<V, E, N, 1>(pbuf, vp, dv, c, acc, next.map(|r| (r, &mut sums)));
         c += 16;
     }
-}
-
-/// [`pv`] for panel `p` (64 columns at a time, `dk == dv`) with panel `p + 1`'s scores computed
-/// in the same loop, `d` in order: the 4 steps `c + 4j .. c + 4j + 4` beside key `j`'s `P·V`
-/// step on columns `c ..`.
-#[inline(always)]
-unsafe fn pv_with_scores<V: V16, E: Lanes, const N: usize>(rows: &Rows, head: &Head<E>, pbuf: &[[f32; KP]; N], p: usize, acc: &mut [f32]) -> [V; N] {
-    let Head { kt, v, dk, dv, .. } = *head;
-    let vp = v.as_ptr().add(p * KP * dv);
-    let mut next = (kt.as_ptr().add((p + 1) * dk * KP), [V::zero(); N]);
-    for c in (0..dv).step_by(64) {
-        pv_block::<V, E, N, 4>(pbuf, vp, dv, c, acc, Some((rows, &mut next)));
-    }
-    next.1
+    sums.1
 }
 
 /// `acc[r][c .. c + 16·U] += Σ_j pbuf[r][j] · V[j][c ..]` for the tile's rows, keys in order;
