@@ -11,6 +11,10 @@ use lse_kernels::attention::{attention_batch, AttnJob, AttnKind, AttnShape, KvVi
 use lse_kernels::{Dialect, GgmlType, ThreadPool};
 use std::time::Instant;
 
+#[path = "../tests/common/mod.rs"]
+mod common;
+use common::Rng;
+
 fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
@@ -32,14 +36,9 @@ fn main() {
         std::env::var("LSE_BENCH_SESSIONS").unwrap_or("1,8".into()).split(',').filter_map(|s| s.trim().parse().ok()).collect();
     let row = hk * dim * 2;
     let ty = if std::env::var("LSE_BENCH_F32").is_ok() { GgmlType::BF16 } else { GgmlType::F16 };
-    // f16 values of moderate size: bits of random floats in [-1, 1)
-    let mut seed = 0x9e37_79b9_u64;
-    let mut next = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        ((seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-    };
+    // f16 values in [-1, 1)
+    let mut rng = Rng::new(0x9e37_79b9);
+    let mut next = move || rng.unit() * 2.0 - 1.0;
     for &s in &counts {
         let cache: Vec<Vec<u8>> = (0..layers * s)
             .map(|_| (0..ctx * row / 2).flat_map(|_| lse_kernels::f32_to_f16(next()).to_le_bytes()).collect())
