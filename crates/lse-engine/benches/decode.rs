@@ -45,11 +45,18 @@ fn main() {
         let prefill = t0.elapsed().as_secs_f64();
         let t1 = Instant::now();
         let mut steps = 0;
+        let mut step_s = Vec::new();
         while seqs.iter().any(|q| !q.is_done()) {
             let mut refs: Vec<&mut Sequence> = seqs.iter_mut().collect();
+            let t = Instant::now();
             engine.step(&mut refs, 2048).unwrap();
+            step_s.push(t.elapsed().as_secs_f64());
             steps += 1;
         }
+        // the median step: what a change of the steady state moves, less swayed by the
+        // neighbours' bursts on a shared machine than the total
+        step_s.sort_by(f64::total_cmp);
+        let median = step_s.get(step_s.len() / 2).copied().unwrap_or(0.0);
         let decode = t1.elapsed().as_secs_f64();
         let tokens: usize = seqs.iter().map(|q| q.steps.len() - 1).sum();
         if s == 1 {
@@ -74,10 +81,11 @@ fn main() {
             );
         }
         println!(
-            "{name} threads {threads} sessions {s:2}: prefill {:.1} tok/s; decode {steps} steps, {tokens} tokens, {:.1} tok/s aggregate ({:.1} per session)",
+            "{name} threads {threads} sessions {s:2}: prefill {:.1} tok/s; decode {steps} steps, {tokens} tokens, {:.1} tok/s aggregate ({:.1} per session); median step {:.2} ms",
             512.0 * s as f64 / prefill,
             tokens as f64 / decode,
-            tokens as f64 / decode / s as f64
+            tokens as f64 / decode / s as f64,
+            1e3 * median
         );
     }
 }

@@ -128,8 +128,19 @@ impl Backend for CpuBackend {
         par_rows(&self.pool, x, dim, PAR_CHUNK, &|c, _| norm::rms_norm(c, dim, Some(w), eps));
     }
 
-    fn rope(&self, x: &mut [f32], n_heads: usize, head_dim: usize, pos0: usize, p: &rope::RopeParams) {
-        par_rows(&self.pool, x, n_heads * head_dim, PAR_CHUNK, &|c, r0| rope::rope(c, n_heads, head_dim, pos0 + r0, p));
+    fn rope(&self, q: &mut [f32], n_q: usize, k: &mut [f32], n_k: usize, head_dim: usize, pos0: usize, p: &rope::RopeParams) {
+        let (qw, kw) = (n_q * head_dim, n_k * head_dim);
+        assert!(qw > 0 && k.len() / kw.max(1) == q.len() / qw, "rope: Q and K rows differ");
+        struct Ptr(*mut f32);
+        // SAFETY: each task takes the K rows of its own Q rows; `k` outlives the run.
+        unsafe impl Sync for Ptr {}
+        let kp = Ptr(k.as_mut_ptr());
+        par_rows(&self.pool, q, qw, PAR_CHUNK, &|qc, r0| {
+            let kp = &kp;
+            // SAFETY: rows r0.. of `k` belong to the task holding the same rows of `q`.
+            let kc = unsafe { std::slice::from_raw_parts_mut(kp.0.add(r0 * kw), qc.len() / qw * kw) };
+            rope::rope_qk(qc, n_q, kc, n_k, head_dim, pos0 + r0, p)
+        });
     }
 
     fn add_bias(&self, x: &mut [f32], b: &[f32]) {

@@ -54,8 +54,10 @@ pub trait Backend: Send + Sync {
     fn get_rows(&self, w: &Matrix, ids: &[u32], out: &mut [f32]);
     /// RMS norm of each `dim`-row of `x` in place, times `w`.
     fn rms_norm(&self, x: &mut [f32], dim: usize, w: &[f32], eps: f32);
-    /// Rope on `n_heads × head_dim` rows, row `t` at position `pos0 + t`.
-    fn rope(&self, x: &mut [f32], n_heads: usize, head_dim: usize, pos0: usize, p: &RopeParams);
+    /// Rope on the Q rows `q` (`n_q` heads of `head_dim`) and the K rows `k` (`n_k` heads) of the
+    /// same positions, row `t` at position `pos0 + t`.
+    #[allow(clippy::too_many_arguments)]
+    fn rope(&self, q: &mut [f32], n_q: usize, k: &mut [f32], n_k: usize, head_dim: usize, pos0: usize, p: &RopeParams);
     /// `x[row] += b` for every row of `b.len()`.
     fn add_bias(&self, x: &mut [f32], b: &[f32]);
     /// `x += y`.

@@ -172,33 +172,40 @@ impl AttnLayer {
         }
         let (qw, kw, vw, ow) = (c.n_head * dk, c.n_head_kv * dk, c.n_head_kv * dv, c.n_head * dv);
         let mut att = cx.buffer_for_overwrite(n * ow);
-        for s in seqs.iter_mut() {
-            let qs = &mut q[s.r0 * qw..(s.r0 + s.n) * qw];
-            let ks = &mut k[s.r0 * kw..(s.r0 + s.n) * kw];
-            b.rope(qs, c.n_head, dk, s.pos0, &c.rope);
-            b.rope(ks, c.n_head_kv, dk, s.pos0, &c.rope);
-            if c.q_scale != 1.0 {
-                b.scale(qs, c.q_scale);
-            }
-            if let Some(t) = &c.temp {
-                for (i, row) in qs.chunks_exact_mut(qw).enumerate() {
-                    b.scale(row, t.factor(s.pos0 + i));
+        {
+            // rope, Q scaling and the cache write of each session; on the threads when several
+            // sessions share the pass (each is a few rows of a decode step)
+            let qs = session_rows(&mut q, qw, seqs, il)?;
+            let ks = session_rows(&mut k, kw, seqs, il)?;
+            let vs = session_rows(&mut v, vw, seqs, il)?;
+            let jobs: Vec<std::sync::Mutex<SessionPrep>> = seqs
+                .iter_mut()
+                .zip(qs.into_iter().zip(ks).zip(vs))
+                .map(|(s, ((q, k), v))| {
+                    let kv = s.state.kv[il].as_mut().ok_or_else(|| no_cache(il))?;
+                    Ok(std::sync::Mutex::new(SessionPrep { q, k, v: &*v, kv, pos0: s.pos0 }))
+                })
+                .collect::<Result<_, EngineError>>()?;
+            let failed = std::sync::Mutex::new(None);
+            let prep = |i: usize| {
+                let mut j = jobs[i].lock().unwrap_or_else(|e| e.into_inner());
+                if let Err(e) = self.prepare_session(b, &mut j) {
+                    *failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
                 }
+            };
+            if jobs.len() > 1 {
+                b.run(jobs.len(), &prep);
+            } else if !jobs.is_empty() {
+                prep(0);
             }
-            let kv = s.state.kv[il].as_mut().ok_or_else(|| no_cache(il))?;
-            b.kv_store(kv, s.pos0, s.n, ks, &v[s.r0 * vw..(s.r0 + s.n) * vw])?;
+            if let Some(e) = failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
+                return Err(e);
+            }
         }
         // each session's slice of `att`, in row order
+        let outs = session_rows(&mut att, ow, seqs, il)?;
         let mut rows = Vec::with_capacity(seqs.len());
-        let mut rest = &mut att[..];
-        let mut next = 0;
-        for s in seqs.iter() {
-            if s.r0 < next || (s.r0 + s.n - next) * ow > rest.len() {
-                return Err(EngineError::Kernel(format!("layer {il}: session rows {}..{} out of order", s.r0, s.r0 + s.n)));
-            }
-            let (out, tail) = std::mem::take(&mut rest)[(s.r0 - next) * ow..].split_at_mut(s.n * ow);
-            rest = tail;
-            next = s.r0 + s.n;
+        for (s, out) in seqs.iter().zip(outs) {
             let kv = s.state.kv[il].as_ref().ok_or_else(|| no_cache(il))?;
             rows.push(AttnRows { q: &q[s.r0 * qw..(s.r0 + s.n) * qw], n: s.n, pos0: s.pos0, kv, out });
         }
@@ -231,6 +238,52 @@ impl AttnLayer {
         }
         Ok(())
     }
+}
+
+/// One session's rows of a pass on their way into attention.
+struct SessionPrep<'a> {
+    q: &'a mut [f32],
+    k: &'a mut [f32],
+    v: &'a [f32],
+    kv: &'a mut LayerKv,
+    pos0: usize,
+}
+
+impl AttnLayer {
+    /// Rope on the session's Q and K rows, Q's scaling, and the K/V rows into its cache.
+    fn prepare_session(&self, b: &dyn crate::backend::Backend, j: &mut SessionPrep) -> Result<(), EngineError> {
+        let c = &self.cfg;
+        let (dk, qw) = (c.head_dim_k, c.n_head * c.head_dim_k);
+        b.rope(j.q, c.n_head, j.k, c.n_head_kv, dk, j.pos0, &c.rope);
+        if c.q_scale != 1.0 {
+            b.scale(j.q, c.q_scale);
+        }
+        if let Some(t) = &c.temp {
+            for (i, row) in j.q.chunks_exact_mut(qw).enumerate() {
+                b.scale(row, t.factor(j.pos0 + i));
+            }
+        }
+        let n = j.q.len() / qw;
+        b.kv_store(j.kv, j.pos0, n, j.k, j.v)
+    }
+}
+
+/// `buf` (rows of `width`) cut into each session's rows, in order; an error if the sessions'
+/// rows are out of order or past the end.
+fn session_rows<'b>(buf: &'b mut [f32], width: usize, seqs: &[SeqRows], il: usize) -> Result<Vec<&'b mut [f32]>, EngineError> {
+    let mut parts = Vec::with_capacity(seqs.len());
+    let mut rest = buf;
+    let mut next = 0;
+    for s in seqs {
+        if s.r0 < next || (s.r0 + s.n - next) * width > rest.len() {
+            return Err(EngineError::Kernel(format!("layer {il}: session rows {}..{} out of order", s.r0, s.r0 + s.n)));
+        }
+        let (part, tail) = std::mem::take(&mut rest)[(s.r0 - next) * width..].split_at_mut(s.n * width);
+        parts.push(part);
+        rest = tail;
+        next = s.r0 + s.n;
+    }
+    Ok(parts)
 }
 
 fn no_cache(il: usize) -> EngineError {

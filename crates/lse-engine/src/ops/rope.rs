@@ -77,13 +77,20 @@ impl Yarn {
 
 /// Rotates `x` (`n_tokens` rows of `n_heads × head_dim`); row `t` is at position `pos0 + t`.
 pub fn rope(x: &mut [f32], n_heads: usize, head_dim: usize, pos0: usize, p: &RopeParams) {
+    rope_qk(x, n_heads, &mut [], 0, head_dim, pos0, p)
+}
+
+/// Rotates the Q rows `q` (`n_tokens × n_q × head_dim`) and the K rows `k` (`n_tokens × n_k ×
+/// head_dim`, or empty) of the same positions, building each position's angles once for both.
+pub fn rope_qk(q: &mut [f32], n_q: usize, k: &mut [f32], n_k: usize, head_dim: usize, pos0: usize, p: &RopeParams) {
     let half = p.n_rot / 2;
-    if half == 0 || head_dim == 0 {
+    if half == 0 || head_dim == 0 || n_q == 0 {
         return;
     }
     let theta_scale = p.base.powf(-2.0 / p.n_rot as f32);
     let mut cs = vec![(0f32, 0f32); half];
-    for (t, row) in x.chunks_exact_mut(n_heads * head_dim).enumerate() {
+    let (qw, kw) = (n_q * head_dim, n_k * head_dim);
+    for t in 0..q.len() / qw {
         let mut theta = (pos0 + t) as f32;
         for (i, c) in cs.iter_mut().enumerate() {
             let ff = p.freq_factors.as_ref().map_or(1.0, |f| f[i]);
@@ -96,7 +103,8 @@ pub fn rope(x: &mut [f32], n_heads: usize, head_dim: usize, pos0: usize, p: &Rop
             };
             theta *= theta_scale;
         }
-        for head in row.chunks_exact_mut(head_dim) {
+        let krow: &mut [f32] = if kw == 0 { &mut [] } else { &mut k[t * kw..(t + 1) * kw] };
+        for head in q[t * qw..(t + 1) * qw].chunks_exact_mut(head_dim).chain(krow.chunks_exact_mut(head_dim)) {
             for (i, &(c, s)) in cs.iter().enumerate() {
                 let (a, b) = match p.kind {
                     RopeKind::Norm => (2 * i, 2 * i + 1),
