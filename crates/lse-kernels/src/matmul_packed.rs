@@ -100,17 +100,40 @@ fn run(pool: &ThreadPool, parts: &[Part], x: &[f32], m: usize) {
         if buf.len() < m * xrb {
             buf.resize(m * xrb, 0);
         }
-        let qx = &mut buf[..m * xrb];
-        if p0.q8k_activations() {
-            quantize_rows_q8k_split(pool, level, x, k, m, qx, xrb, p0.sub16());
-        } else {
-            quantize_rows(pool, level, layout, dt, x, k, m, qx, xrb);
-        }
-        p0.fold_corrections(qx, m, xrb);
-        let qx = &*qx;
+        // quantizes rows r0..r1 into `part` (their bytes) and folds their offset corrections
+        let quantize = |r0: usize, r1: usize, part: &mut [u8]| {
+            let xs = &x[r0 * k..r1 * k];
+            if p0.q8k_activations() {
+                quantize_rows_q8k_split(pool, level, xs, k, r1 - r0, part, xrb, p0.sub16());
+            } else {
+                quantize_rows(pool, level, layout, dt, xs, k, r1 - r0, part, xrb);
+            }
+            p0.fold_corrections(part, r1 - r0, xrb);
+        };
         let plans: Vec<Plan> = parts.iter().map(|q| plan(pool.threads(), q.p, q.n, m)).collect();
         let total: usize = plans.iter().map(|pl| pl.tasks).sum();
+        // A few rows (a decode step's) are quantized by the first tasks of the same dispatch, one
+        // share per thread, and the tile tasks wait for them: the caller alone took ~2 % of an
+        // 8-session step doing it while the workers spun. Tasks are handed out in index order, so
+        // every quantizing task is taken before any tile task waits.
+        let split = if total > 1 && m > 1 && m * k < SMALL_WORK && pool.threads() > 1 { pool.threads().min(m) } else { 0 };
+        if split == 0 {
+            quantize(0, m, &mut buf[..m * xrb]);
+        }
+        let qp = SendPtr(buf.as_mut_ptr());
+        let ready = std::sync::atomic::AtomicUsize::new(0);
         let body = |mut task: usize| {
+            if task < split {
+                let (r0, r1) = (task * m / split, (task + 1) * m / split);
+                // SAFETY: rows r0..r1 of the buffer are this task's alone until `ready` counts it.
+                quantize(r0, r1, unsafe { std::slice::from_raw_parts_mut(qp.get().add(r0 * xrb), (r1 - r0) * xrb) });
+                ready.fetch_add(1, std::sync::atomic::Ordering::Release);
+                return;
+            }
+            while ready.load(std::sync::atomic::Ordering::Acquire) < split {
+                std::hint::spin_loop();
+            }
+            task -= split;
             let mut i = 0;
             while task >= plans[i].tasks {
                 task -= plans[i].tasks;
@@ -126,20 +149,20 @@ fn run(pool: &ThreadPool, parts: &[Part], x: &[f32], m: usize) {
                 let nx = (r1 - r).min(q.p.rows_per_tile());
                 for g in g0..g1 {
                     let c0 = g * PNR;
-                    // SAFETY: rows r..r+nx of qx exist; outputs (r.., c0..c0+ncols) are inside the
-                    // part's y and written only by this task; the pack exists only where its
-                    // kernels run.
+                    // SAFETY: rows r..r+nx of the quantized buffer exist and are written; outputs
+                    // (r.., c0..c0+ncols) are inside the part's y and written only by this task;
+                    // the pack exists only where its kernels run.
                     unsafe {
-                        q.p.tile(q.c_first / PNR + g, qx.as_ptr().add(r * xrb), xrb, nx, q.y.get().add(r * q.n + c0), q.n, (q.n - c0).min(PNR))
+                        q.p.tile(q.c_first / PNR + g, qp.get().add(r * xrb), xrb, nx, q.y.get().add(r * q.n + c0), q.n, (q.n - c0).min(PNR))
                     };
                 }
                 r += nx;
             }
         };
-        if total == 1 {
+        if split + total == 1 {
             body(0);
-        } else if total > 1 {
-            pool.run(total, &body);
+        } else if split + total > 1 {
+            pool.run(split + total, &body);
         }
     });
 }
