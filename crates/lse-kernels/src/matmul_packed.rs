@@ -124,10 +124,12 @@ fn run(pool: &ThreadPool, parts: &[Part], x: &[f32], m: usize) {
         let ready = std::sync::atomic::AtomicUsize::new(0);
         let body = |mut task: usize| {
             if task < split {
+                // counted even if the share panics, so no tile task waits forever (the pool
+                // re-raises the panic when the dispatch ends)
+                let _counted = CountOnDrop(&ready);
                 let (r0, r1) = (task * m / split, (task + 1) * m / split);
                 // SAFETY: rows r0..r1 of the buffer are this task's alone until `ready` counts it.
                 quantize(r0, r1, unsafe { std::slice::from_raw_parts_mut(qp.get().add(r0 * xrb), (r1 - r0) * xrb) });
-                ready.fetch_add(1, std::sync::atomic::Ordering::Release);
                 return;
             }
             while ready.load(std::sync::atomic::Ordering::Acquire) < split {
@@ -165,4 +167,13 @@ fn run(pool: &ThreadPool, parts: &[Part], x: &[f32], m: usize) {
             pool.run(split + total, &body);
         }
     });
+}
+
+/// Adds one to the counter when dropped (also while unwinding).
+struct CountOnDrop<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl Drop for CountOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Release);
+    }
 }
