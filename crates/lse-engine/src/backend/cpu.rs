@@ -44,10 +44,8 @@ fn par_rows(pool: &ThreadPool, x: &mut [f32], row: usize, target: usize, f: &(dy
         f(x, 0);
         return;
     }
-    struct Ptr(*mut f32);
-    // SAFETY: tasks touch disjoint row ranges of `x`, which outlives `run`.
-    unsafe impl Sync for Ptr {}
-    let p = Ptr(x.as_mut_ptr());
+    // tasks touch disjoint row ranges of `x`, which outlives `run`
+    let p = RowsPtr(x.as_mut_ptr());
     pool.run(n_tasks, &|t| {
         let p = &p;
         let r0 = t * per;
@@ -57,6 +55,11 @@ fn par_rows(pool: &ThreadPool, x: &mut [f32], row: usize, target: usize, f: &(dy
         f(chunk, r0);
     });
 }
+
+/// A buffer's start shared by tasks that each touch their own rows of it.
+struct RowsPtr(*mut f32);
+// SAFETY: only ever dereferenced for disjoint rows, while the buffer outlives the pool run.
+unsafe impl Sync for RowsPtr {}
 
 /// Elements per task for the elementwise ops.
 const PAR_CHUNK: usize = 1 << 15;
@@ -131,10 +134,7 @@ impl Backend for CpuBackend {
     fn rope(&self, q: &mut [f32], n_q: usize, k: &mut [f32], n_k: usize, head_dim: usize, pos0: usize, p: &rope::RopeParams) {
         let (qw, kw) = (n_q * head_dim, n_k * head_dim);
         assert!(qw > 0 && k.len() / kw.max(1) == q.len() / qw, "rope: Q and K rows differ");
-        struct Ptr(*mut f32);
-        // SAFETY: each task takes the K rows of its own Q rows; `k` outlives the run.
-        unsafe impl Sync for Ptr {}
-        let kp = Ptr(k.as_mut_ptr());
+        let kp = RowsPtr(k.as_mut_ptr());
         par_rows(&self.pool, q, qw, PAR_CHUNK, &|qc, r0| {
             let kp = &kp;
             // SAFETY: rows r0.. of `k` belong to the task holding the same rows of `q`.
@@ -167,10 +167,8 @@ impl Backend for CpuBackend {
     }
 
     fn glu(&self, a: act::Act, gate: &mut [f32], up: &[f32]) {
-        if up.len() != gate.len() {
-            act::glu(a, gate, up);
-            return;
-        }
+        let n = gate.len().min(up.len());
+        let (gate, up) = (&mut gate[..n], &up[..n]);
         // element-wise: any split gives the same values (the kernels are position-independent)
         let d = self.dialect;
         par_rows(&self.pool, gate, 1, GLU_CHUNK, &|c, r0| {

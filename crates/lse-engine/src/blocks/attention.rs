@@ -193,11 +193,7 @@ impl AttnLayer {
                     *failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
                 }
             };
-            if jobs.len() > 1 {
-                b.run(jobs.len(), &prep);
-            } else if !jobs.is_empty() {
-                prep(0);
-            }
+            b.run(jobs.len(), &prep);
             if let Some(e) = failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
                 return Err(e);
             }

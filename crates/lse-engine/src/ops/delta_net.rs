@@ -15,6 +15,8 @@
 //! the state carries everything, processing a sequence in one call or in several consecutive calls
 //! gives the same outputs.
 
+use crate::ops::act::{sigmoid, silu};
+
 /// Head geometry of a gated delta net layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GdnShape {
@@ -75,15 +77,6 @@ pub fn softplus(x: f32) -> f32 {
     }
 }
 
-#[inline]
-pub fn sigmoid(x: f32) -> f32 {
-    1.0 / (1.0 + (-x).exp())
-}
-
-#[inline]
-pub fn silu(x: f32) -> f32 {
-    x / (1.0 + (-x).exp())
-}
 
 /// In place, `n_v_heads` per token: `beta <- sigmoid(beta)`,
 /// `alpha <- softplus(alpha + dt_bias) * a` (the log-decay `g`).

@@ -75,11 +75,6 @@ impl Yarn {
     }
 }
 
-/// Rotates `x` (`n_tokens` rows of `n_heads × head_dim`); row `t` is at position `pos0 + t`.
-pub fn rope(x: &mut [f32], n_heads: usize, head_dim: usize, pos0: usize, p: &RopeParams) {
-    rope_qk(x, n_heads, &mut [], 0, head_dim, pos0, p)
-}
-
 /// Rotates the Q rows `q` (`n_tokens × n_q × head_dim`) and the K rows `k` (`n_tokens × n_k ×
 /// head_dim`, or empty) of the same positions, building each position's angles once for both.
 pub fn rope_qk(q: &mut [f32], n_q: usize, k: &mut [f32], n_k: usize, head_dim: usize, pos0: usize, p: &RopeParams) {
@@ -126,13 +121,13 @@ mod tests {
     fn position_zero_is_identity_and_pairs_differ() {
         let p = RopeParams { kind: RopeKind::Norm, n_rot: 4, base: 10000.0, freq_scale: 1.0, freq_factors: None, yarn: None };
         let mut x = vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
-        rope(&mut x, 1, 6, 0, &p);
+        rope_qk(&mut x, 1, &mut [], 0, 6, 0, &p);
         assert_eq!(x, vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
         let mut a = vec![1.0f32, 0.0, 0.0, 0.0];
-        rope(&mut a, 1, 4, 1, &p);
+        rope_qk(&mut a, 1, &mut [], 0, 4, 1, &p);
         assert!((a[0] - 1f32.cos()).abs() < 1e-6 && (a[1] - 1f32.sin()).abs() < 1e-6);
         let mut b = vec![1.0f32, 0.0, 0.0, 0.0];
-        rope(&mut b, 1, 4, 1, &RopeParams { kind: RopeKind::Neox, ..p });
+        rope_qk(&mut b, 1, &mut [], 0, 4, 1, &RopeParams { kind: RopeKind::Neox, ..p });
         assert!((b[0] - 1f32.cos()).abs() < 1e-6 && (b[2] - 1f32.sin()).abs() < 1e-6);
     }
 

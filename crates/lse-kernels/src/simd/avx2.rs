@@ -54,8 +54,20 @@ pub fn available() -> bool {
 
 #[inline(always)]
 pub(crate) unsafe fn h2f(p: *const u8) -> f32 {
-    let h = (p as *const u16).read_unaligned();
+    f16_bits_to_f32((p as *const u16).read_unaligned())
+}
+
+/// f16 bits to f32 with F16C (exact).
+#[inline(always)]
+pub(crate) unsafe fn f16_bits_to_f32(h: u16) -> f32 {
     _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h as i32)))
+}
+
+/// f32 to f16 bits with F16C, round to nearest even: `fp::f32_to_f16`'s bits without its run-time
+/// CPU check and call.
+#[inline(always)]
+pub(crate) unsafe fn f32_to_f16_bits(x: f32) -> u16 {
+    _mm_extract_epi16::<0>(_mm_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm_set_ss(x))) as u16
 }
 
 #[inline(always)]
