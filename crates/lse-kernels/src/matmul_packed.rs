@@ -61,13 +61,21 @@ struct Plan {
     tasks: usize,
 }
 
+/// Weight bytes per task when every group is read once (a decode step's few rows): a task's
+/// start restarts the memory stream (the hardware prefetchers and the tiles' page-ahead hint),
+/// so long runs stream faster; 64 KiB → 1 MiB took a one-row tile on 2 threads from 26–32 to
+/// 34–39 GB/s (`cargo bench -p lse-kernels --bench stream`). Many rows keep [`RANGE_BYTES`]: their
+/// task's weights are reused by every row pass and must stay in L2.
+const STREAM_RANGE_BYTES: usize = 1 << 20;
+
 fn plan(threads: usize, p: &PackedMatrix, n: usize, m: usize) -> Plan {
     if n == 0 {
         return Plan { ng: 0, gpt: 1, gtasks: 0, m_chunk: m, tasks: 0 };
     }
     let k = p.k();
     let ng = n.div_ceil(PNR);
-    let mut gpt = (RANGE_BYTES / p.group_bytes().max(1)).clamp(1, 64);
+    let range = if m <= p.rows_per_tile() { STREAM_RANGE_BYTES } else { RANGE_BYTES };
+    let mut gpt = (range / p.group_bytes().max(1)).clamp(1, 64 * range / RANGE_BYTES);
     let mut m_chunk = m;
     if m * n * k < SMALL_WORK || threads == 1 {
         gpt = if m * n * k < SMALL_WORK { ng } else { gpt };

@@ -1,0 +1,67 @@
+//! A decode step's matmul: one activation row against a large packed matrix, as GB/s of packed
+//! weights streamed, beside a plain read of the same number of bytes on the same pool (best of 9
+//! interleaved runs each), 1 and 2 threads: `cargo bench -p lse-kernels --bench stream`
+//! (`LSE_BENCH_SIMD=avx2` caps the kernels to AVX2).
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use common::*;
+use lse_kernels::{matmul_packed, packable, GgmlType, PackedMatrix, ThreadPool};
+use std::time::Instant;
+
+fn main() {
+    if let Ok(s) = std::env::var("LSE_BENCH_SIMD") {
+        let level = lse_kernels::simd::parse_level(&s).unwrap_or_else(|| panic!("LSE_BENCH_SIMD={s}: use avx512, avx2 or scalar"));
+        lse_kernels::simd::cap_level(level).unwrap();
+    }
+    if !packable(GgmlType::Q8_0) {
+        return;
+    }
+    println!("one-row packed matmul against a plain read ({})", lse_kernels::simd::level().name());
+    let mut rng = Rng::new(5);
+    // Gemma-3's LM head, a Qwen2.5-Coder-sized Q5_0 matrix, a SmolLM2-width Q4_1 one
+    for (t, n, k) in [(GgmlType::Q8_0, 262144, 640), (GgmlType::Q5_0, 65536, 1792), (GgmlType::Q4_1, 131072, 576)] {
+        let w = random_weights(&mut rng, t, n, k);
+        let x = random_acts(&mut rng, 1, k);
+        let mut y = vec![0f32; n];
+        for threads in [1, 2] {
+            let pool = ThreadPool::new(threads);
+            let p = PackedMatrix::new(&pool, t, &w, n, k).unwrap();
+            let bytes = p.size_bytes() as f64;
+            let words = p.size_bytes() / 8;
+            let plain: Vec<u64> = (0..words as u64).collect();
+            let tasks = 4 * threads;
+            let (mut tile, mut read) = (f64::MAX, f64::MAX);
+            for _ in 0..9 {
+                let t0 = Instant::now();
+                matmul_packed(&pool, &p, &x, 1, &mut y);
+                tile = tile.min(t0.elapsed().as_secs_f64());
+                let t0 = Instant::now();
+                pool.run(tasks, &|i| {
+                    let c = words.div_ceil(tasks);
+                    std::hint::black_box(sum_words(&plain[(i * c).min(words)..((i + 1) * c).min(words)]));
+                });
+                read = read.min(t0.elapsed().as_secs_f64());
+            }
+            let (tile, read) = (bytes / tile / 1e9, bytes / read / 1e9);
+            println!(
+                "{} {n} x {k}, {threads} thread(s): {:.0} MB packed; tile {tile:.1} GB/s, plain read {read:.1} GB/s ({:.0} %)",
+                t.name(),
+                bytes / 1e6,
+                100.0 * tile / read
+            );
+        }
+    }
+}
+
+/// Wrapping sum of `part` in four independent sums (the loads, not the adds, are the limit).
+fn sum_words(part: &[u64]) -> [u64; 4] {
+    let mut acc = [0u64; 4];
+    for c in part.chunks_exact(4) {
+        for i in 0..4 {
+            acc[i] = acc[i].wrapping_add(c[i]);
+        }
+    }
+    acc
+}
