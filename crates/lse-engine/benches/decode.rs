@@ -10,6 +10,9 @@
 //! replay of its weight reads without the arithmetic ([`WeightReads`]), and prints the medians: the
 //! speed no decode with the step's dispatches can pass, measured in the same minutes.
 
+#[path = "../../lse-kernels/benches/common/reads.rs"]
+mod reads;
+
 use lse_engine::{Engine, EngineOptions, GenerateRequest, Prompt, SamplingParams, Sequence};
 use std::time::Instant;
 
@@ -130,10 +133,7 @@ impl WeightReads {
         let mut at = 0;
         for &w in &self.words {
             let part = &self.buf[at..at + w];
-            self.pool.run(tasks, &|t| {
-                let chunk = part.len().div_ceil(tasks);
-                std::hint::black_box(sum_words(&part[(t * chunk).min(part.len())..((t + 1) * chunk).min(part.len())]));
-            });
+            reads::read_split(&self.pool, part, tasks);
             at += w;
         }
         t0.elapsed().as_secs_f64()
@@ -165,17 +165,6 @@ fn interleaved(engine: &Engine, request: &GenerateRequest, reads: &WeightReads, 
     (median(&mut dec), median(&mut rd))
 }
 
-/// Wrapping sum of `part` in four independent sums (the loads, not the adds, are the limit).
-fn sum_words(part: &[u64]) -> [u64; 4] {
-    let mut acc = [0u64; 4];
-    for c in part.chunks_exact(4) {
-        for i in 0..4 {
-            acc[i] = acc[i].wrapping_add(c[i]);
-        }
-    }
-    acc
-}
-
 /// Bytes/s of reading a 1 GiB buffer, split over `threads` threads (best of 5 passes).
 fn read_bandwidth(threads: usize) -> f64 {
     const LEN: usize = 1 << 27; // u64s
@@ -186,7 +175,7 @@ fn read_bandwidth(threads: usize) -> f64 {
         let t0 = Instant::now();
         std::thread::scope(|sc| {
             for part in buf.chunks(chunk) {
-                sc.spawn(move || std::hint::black_box(sum_words(part)));
+                sc.spawn(move || std::hint::black_box(reads::sum_words(part)));
             }
         });
         best = best.min(t0.elapsed().as_secs_f64());

@@ -5,6 +5,8 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+#[path = "common/reads.rs"]
+mod reads;
 
 use common::*;
 use lse_kernels::{matmul_packed, packable, GgmlType, PackedMatrix, ThreadPool};
@@ -38,10 +40,7 @@ fn main() {
                 matmul_packed(&pool, &p, &x, 1, &mut y);
                 tile = tile.min(t0.elapsed().as_secs_f64());
                 let t0 = Instant::now();
-                pool.run(tasks, &|i| {
-                    let c = words.div_ceil(tasks);
-                    std::hint::black_box(sum_words(&plain[(i * c).min(words)..((i + 1) * c).min(words)]));
-                });
+                reads::read_split(&pool, &plain, tasks);
                 read = read.min(t0.elapsed().as_secs_f64());
             }
             let (tile, read) = (bytes / tile / 1e9, bytes / read / 1e9);
@@ -53,15 +52,4 @@ fn main() {
             );
         }
     }
-}
-
-/// Wrapping sum of `part` in four independent sums (the loads, not the adds, are the limit).
-fn sum_words(part: &[u64]) -> [u64; 4] {
-    let mut acc = [0u64; 4];
-    for c in part.chunks_exact(4) {
-        for i in 0..4 {
-            acc[i] = acc[i].wrapping_add(c[i]);
-        }
-    }
-    acc
 }
