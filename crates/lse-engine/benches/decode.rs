@@ -8,7 +8,9 @@
 //! included), the GB/s that makes, and this machine's read bandwidth on the same threads: the
 //! memory-bound speed is bandwidth / bytes per step. Then it decodes again, each step followed by a
 //! replay of its weight reads without the arithmetic ([`WeightReads`]), and prints the medians: the
-//! speed no decode with the step's dispatches can pass, measured in the same minutes.
+//! speed no decode with the step's dispatches can pass, measured in the same minutes. When the
+//! counts hold 1 and 8, it also steps one session and 8 sessions in turn and prints the ratio of
+//! their median steps (8 sessions against one, in the same minutes).
 
 #[path = "../../lse-kernels/benches/common/reads.rs"]
 mod reads;
@@ -97,6 +99,44 @@ fn main() {
             1e3 * median
         );
     }
+    if counts.contains(&1) && counts.contains(&8) {
+        let (one, eight) = alternating(&engine, &request, steps);
+        println!(
+            "{name}: 1 and 8 sessions stepped alternately (the same minutes), median step {:.2} / {:.2} ms: \
+             8 sessions decode {:.2}x the tokens/s of one",
+            1e3 * one,
+            1e3 * eight,
+            8.0 * one / eight
+        );
+    }
+}
+
+/// Median step of one session and of 8 sessions, their steps taken in turn: the 8-vs-1 ratio
+/// without the minute-to-minute swing of this machine between two runs taken one after another.
+fn alternating(engine: &Engine, request: &impl Fn(usize) -> GenerateRequest, steps: usize) -> (f64, f64) {
+    let mut one = vec![engine.start_sequence(&request(8)).unwrap()];
+    let mut eight: Vec<Sequence> = (0..8).map(|k| engine.start_sequence(&request(k)).unwrap()).collect();
+    for group in [&mut one, &mut eight] {
+        while group.iter().any(|q| q.prompt_left() > 0) {
+            engine.step(&mut group.iter_mut().collect::<Vec<_>>(), 2048).unwrap();
+        }
+    }
+    let (mut t1, mut t8) = (Vec::new(), Vec::new());
+    for _ in 0..steps {
+        for (group, times) in [(&mut one, &mut t1), (&mut eight, &mut t8)] {
+            if group.iter().all(|q| q.is_done()) {
+                continue;
+            }
+            let t = Instant::now();
+            engine.step(&mut group.iter_mut().collect::<Vec<_>>(), 2048).unwrap();
+            times.push(t.elapsed().as_secs_f64());
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    (median(&mut t1), median(&mut t8))
 }
 
 /// A decode step's weight reads with nothing else: every matrix one step multiplies (per layer
