@@ -5,6 +5,10 @@ use std::ffi::CString;
 use std::os::raw::{c_char, c_int};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+// `catch_unwind` only works when panics unwind: a `panic = "abort"` build would let a bug take the
+// host process down, so such a build does not compile.
+const _: () = assert!(cfg!(panic = "unwind"), "lse-capi must be built with panic = \"unwind\"");
+
 /// Why a call failed: its status code and one line for the caller.
 #[derive(Debug)]
 pub struct Failure {
@@ -106,13 +110,6 @@ mod tests {
         assert!(m.contains("boom 7") && m.contains("bug"), "{m}");
         let rc = guard(std::ptr::null_mut(), || std::panic::panic_any(42u32));
         assert_eq!(rc, LSE_ERR_INTERNAL);
-    }
-
-    /// `catch_unwind` only works when panics unwind: a `panic = "abort"` profile would let a bug take
-    /// the host process down.
-    #[test]
-    fn panics_unwind() {
-        assert!(cfg!(panic = "unwind"), "lse-capi must be built with panic = \"unwind\"");
     }
 
     #[test]

@@ -52,7 +52,7 @@ fn crowded(e: &Engine, prompt: &[u32], decode: &[u32]) -> Vec<Vec<u32>> {
     let v = e.n_vocab();
     let mut sessions: Vec<Session> = (0..8).map(|_| e.new_session(None).unwrap()).collect();
     let others: Vec<Vec<u32>> = (1..8).map(|k| ids(100 + k as u64, 30 + 17 * k, v)).collect();
-    let mut fed = vec![0usize; 8];
+    let mut fed = [0usize; 8];
     let mut out = Vec::new();
     for step in 0..=decode.len() {
         let mut b = Batch::new();

@@ -83,8 +83,8 @@ impl Bpe {
         let mut byte_sym = [NONE; 256];
         let mut byte_fallback = [None; 256];
         if raw {
-            for b in 0..=255usize {
-                byte_fallback[b] = vocab.lookup(format!("<0x{b:02X}>").as_bytes());
+            for (b, slot) in byte_fallback.iter_mut().enumerate() {
+                *slot = vocab.lookup(format!("<0x{b:02X}>").as_bytes());
             }
         }
         for b in (0..=255usize).filter(|_| !raw) {

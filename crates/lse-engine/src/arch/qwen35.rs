@@ -157,6 +157,7 @@ impl GdnLayer {
 
     /// `out` (n × n_embd) = the GDN mixer applied to the normed rows `h`, advancing each session's
     /// conv and delta-rule states of layer `il` over its own rows.
+    #[allow(clippy::too_many_arguments)] // the layer's dimensions, its sessions' rows and their buffers
     fn forward(&self, cx: &ForwardCtx, d: &GdnDims, eps: f32, il: usize, seqs: &mut [SeqRows], h: &[f32], n: usize, out: &mut [f32]) -> Result<(), EngineError> {
         let b = cx.backend;
         let s = d.shape;

@@ -106,7 +106,7 @@ impl GenerateRequest {
         if self.max_tokens < 0 {
             return Err(format!("max tokens (-n) must be 0 or more, got {}", self.max_tokens));
         }
-        if !(s.temperature >= 0.0) || !s.temperature.is_finite() {
+        if s.temperature < 0.0 || !s.temperature.is_finite() {
             return Err(format!("temperature must be 0 or more, got {}", s.temperature));
         }
         if s.top_k < 0 {
@@ -118,7 +118,7 @@ impl GenerateRequest {
         if !(s.min_p >= 0.0 && s.min_p <= 1.0) {
             return Err(format!("min-p must be in [0, 1], got {}", s.min_p));
         }
-        if !(s.repeat_penalty > 0.0) || !s.repeat_penalty.is_finite() {
+        if s.repeat_penalty <= 0.0 || !s.repeat_penalty.is_finite() {
             return Err(format!("repeat penalty must be above 0, got {}", s.repeat_penalty));
         }
         if s.repeat_last_n < -1 {

@@ -244,8 +244,8 @@ fn tiled_avx2_equals_avx512() {
         for n in 1..=RM {
             for (first, last) in [(0usize, 7usize), (3, 40), (17, 79), (0, 79), (33, 33)] {
                 let mut rows = Rows { q: [&[][..]; RM], last: [0; RM], first: [0; RM], n };
-                for r in 0..n {
-                    rows.q[r] = &q[r];
+                for (r, qr) in q.iter().enumerate().take(n) {
+                    rows.q[r] = qr;
                     rows.last[r] = last - r.min(last - first);
                     rows.first[r] = first;
                 }

@@ -23,7 +23,7 @@ pub(crate) fn split(cp: &Codepoints, spans: &[Span]) -> Vec<Span> {
             }
             let count = pos - start;
             let mut at = start;
-            if count % 3 > 0 {
+            if !count.is_multiple_of(3) {
                 at += count % 3;
                 cut.cut(at);
             }

@@ -121,9 +121,9 @@ impl Vocab {
                 self.set_control(id);
             }
         }
-        for k in 0..FIM.len() {
+        for (k, names) in FIM.iter().enumerate() {
             if self.fim[k].is_none() {
-                self.fim[k] = self.first_of(FIM[k]);
+                self.fim[k] = self.first_of(names);
                 if let Some(id) = self.fim[k] {
                     self.set_control(id);
                 }
