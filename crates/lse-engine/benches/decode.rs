@@ -43,26 +43,15 @@ fn main() {
     for &s in &counts {
         let mut seqs: Vec<Sequence> = (0..s).map(|k| engine.start_sequence(&request(k)).unwrap()).collect();
         let t0 = Instant::now();
-        // prefill every prompt (each sequence's first token comes out of it)
-        while seqs.iter().any(|q| q.prompt_left() > 0) {
-            let mut refs: Vec<&mut Sequence> = seqs.iter_mut().collect();
-            engine.step(&mut refs, 2048).unwrap();
-        }
+        prefill(&engine, &mut seqs);
         let prefill = t0.elapsed().as_secs_f64();
         let t1 = Instant::now();
-        let mut steps = 0;
         let mut step_s = Vec::new();
         while seqs.iter().any(|q| !q.is_done()) {
-            let mut refs: Vec<&mut Sequence> = seqs.iter_mut().collect();
-            let t = Instant::now();
-            engine.step(&mut refs, 2048).unwrap();
-            step_s.push(t.elapsed().as_secs_f64());
-            steps += 1;
+            step_s.push(timed_step(&engine, &mut seqs));
         }
-        // the median step: what a change of the steady state moves, less swayed by the
-        // neighbours' bursts on a shared machine than the total
-        step_s.sort_by(f64::total_cmp);
-        let median = step_s.get(step_s.len() / 2).copied().unwrap_or(0.0);
+        let steps = step_s.len();
+        let median_step = median(step_s);
         let decode = t1.elapsed().as_secs_f64();
         let tokens: usize = seqs.iter().map(|q| q.steps.len() - 1).sum();
         if s == 1 {
@@ -96,7 +85,7 @@ fn main() {
             512.0 * s as f64 / prefill,
             tokens as f64 / decode,
             tokens as f64 / decode / s as f64,
-            1e3 * median
+            1e3 * median_step
         );
     }
     if counts.contains(&1) && counts.contains(&8) {
@@ -116,27 +105,39 @@ fn main() {
 fn alternating(engine: &Engine, request: &impl Fn(usize) -> GenerateRequest, steps: usize) -> (f64, f64) {
     let mut one = vec![engine.start_sequence(&request(8)).unwrap()];
     let mut eight: Vec<Sequence> = (0..8).map(|k| engine.start_sequence(&request(k)).unwrap()).collect();
-    for group in [&mut one, &mut eight] {
-        while group.iter().any(|q| q.prompt_left() > 0) {
-            engine.step(&mut group.iter_mut().collect::<Vec<_>>(), 2048).unwrap();
-        }
-    }
+    prefill(engine, &mut one);
+    prefill(engine, &mut eight);
     let (mut t1, mut t8) = (Vec::new(), Vec::new());
     for _ in 0..steps {
         for (group, times) in [(&mut one, &mut t1), (&mut eight, &mut t8)] {
-            if group.iter().all(|q| q.is_done()) {
-                continue;
+            if group.iter().any(|q| !q.is_done()) {
+                times.push(timed_step(engine, group));
             }
-            let t = Instant::now();
-            engine.step(&mut group.iter_mut().collect::<Vec<_>>(), 2048).unwrap();
-            times.push(t.elapsed().as_secs_f64());
         }
     }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    (median(&mut t1), median(&mut t8))
+    (median(t1), median(t8))
+}
+
+/// Steps `seqs` until every prompt is in (each sequence's first token comes out of it).
+fn prefill(engine: &Engine, seqs: &mut [Sequence]) {
+    while seqs.iter().any(|q| q.prompt_left() > 0) {
+        engine.step(&mut seqs.iter_mut().collect::<Vec<_>>(), 2048).unwrap();
+    }
+}
+
+/// Seconds one step of `seqs` takes.
+fn timed_step(engine: &Engine, seqs: &mut [Sequence]) -> f64 {
+    let mut refs: Vec<&mut Sequence> = seqs.iter_mut().collect();
+    let t = Instant::now();
+    engine.step(&mut refs, 2048).unwrap();
+    t.elapsed().as_secs_f64()
+}
+
+/// The median of `v` (0 when empty): what a change of the steady state moves, less swayed by the
+/// neighbours' bursts on a shared machine than a total.
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
 /// A decode step's weight reads with nothing else: every matrix one step multiplies (per layer
@@ -184,25 +185,17 @@ impl WeightReads {
 /// each step followed by a replay of its reads: both see the same minutes of this machine's
 /// memory bandwidth, which swings by a third from minute to minute on a shared host.
 fn interleaved(engine: &Engine, request: &GenerateRequest, reads: &WeightReads, steps: usize) -> (f64, f64) {
-    let mut seq = engine.start_sequence(request).unwrap();
-    while seq.prompt_left() > 0 {
-        engine.step(&mut [&mut seq], 2048).unwrap();
-    }
+    let mut seq = [engine.start_sequence(request).unwrap()];
+    prefill(engine, &mut seq);
     let (mut dec, mut rd) = (Vec::new(), Vec::new());
     for _ in 0..steps {
-        if seq.is_done() {
+        if seq[0].is_done() {
             break;
         }
-        let t = Instant::now();
-        engine.step(&mut [&mut seq], 2048).unwrap();
-        dec.push(t.elapsed().as_secs_f64());
+        dec.push(timed_step(engine, &mut seq));
         rd.push(reads.step());
     }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    (median(&mut dec), median(&mut rd))
+    (median(dec), median(rd))
 }
 
 /// Bytes/s of reading a 1 GiB buffer, split over `threads` threads (best of 5 passes).

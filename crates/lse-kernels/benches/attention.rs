@@ -20,9 +20,7 @@ fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
 }
 
 fn main() {
-    if let Ok(level) = std::env::var("LSE_BENCH_SIMD") {
-        lse_kernels::simd::cap_level(lse_kernels::simd::parse_level(&level).expect("LSE_BENCH_SIMD")).unwrap();
-    }
+    common::cap_simd_from_env();
     let (layers, n_head, hk, dim) = match std::env::var("LSE_BENCH_SHAPE").as_deref() {
         Ok("gemma3") => (18, 4, 1, 256),
         _ => (30, 9, 3, 64),

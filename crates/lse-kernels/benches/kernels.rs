@@ -68,10 +68,7 @@ static USE_CPU_TIME: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBo
 static THREADS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1);
 
 fn main() {
-    if let Ok(s) = std::env::var("LSE_BENCH_SIMD") {
-        let level = simd::parse_level(&s).unwrap_or_else(|| panic!("LSE_BENCH_SIMD={s}: use avx512, avx2 or scalar"));
-        simd::cap_level(level).unwrap_or_else(|e| panic!("{e}"));
-    }
+    common::cap_simd_from_env();
     let quick = std::env::var_os("LSE_BENCH_QUICK").is_some();
     let min = Duration::from_millis(if quick { 100 } else { 400 });
     let threads = std::env::var("LSE_BENCH_THREADS")

@@ -10,10 +10,7 @@ use common::*;
 use lse_kernels::{matmul, matmul_packed, packable, Dialect, GgmlType, PackedMatrix, ThreadPool};
 
 fn main() {
-    if let Ok(s) = std::env::var("LSE_BENCH_SIMD") {
-        let level = lse_kernels::simd::parse_level(&s).unwrap_or_else(|| panic!("LSE_BENCH_SIMD={s}: use avx512, avx2 or scalar"));
-        lse_kernels::simd::cap_level(level).unwrap();
-    }
+    common::cap_simd_from_env();
     if !packable(GgmlType::Q4_1) {
         return;
     }

@@ -13,10 +13,7 @@ use lse_kernels::{matmul_packed, packable, GgmlType, PackedMatrix, ThreadPool};
 use std::time::Instant;
 
 fn main() {
-    if let Ok(s) = std::env::var("LSE_BENCH_SIMD") {
-        let level = lse_kernels::simd::parse_level(&s).unwrap_or_else(|| panic!("LSE_BENCH_SIMD={s}: use avx512, avx2 or scalar"));
-        lse_kernels::simd::cap_level(level).unwrap();
-    }
+    common::cap_simd_from_env();
     if !packable(GgmlType::Q8_0) {
         return;
     }
