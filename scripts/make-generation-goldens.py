@@ -357,15 +357,19 @@ def run_case(srv, name, text, repeat_penalty, meta, pieces):
     return case, res.get("generation_settings", {})
 
 
-def write_golden(path, header, cases):
+def write_golden(out_dir, stem, header, cases):
+    """Writes <out_dir>/<stem>.json: the header keys one per line, then one case per line."""
     lines = ["{"]
     for k, v in header.items():
         lines.append(f"{json.dumps(k)}: {json.dumps(v, ensure_ascii=False)},")
     lines.append('"cases": [')
     lines.append(",\n".join(json.dumps(c, ensure_ascii=False, separators=(",", ":")) for c in cases))
     lines.append("]}")
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, stem + ".json")
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
+    print(f"  wrote {os.path.relpath(path, ROOT)}", flush=True)
 
 
 def make_model(bin_dir, model_path, prompts, penalties, out_dir, log_dir):
@@ -408,10 +412,7 @@ def make_model(bin_dir, model_path, prompts, penalties, out_dir, log_dir):
         "sampler_chain": settings.get("samplers") if settings else None,
         "generation_settings": settings,
     }
-    os.makedirs(out_dir, exist_ok=True)
-    path = os.path.join(out_dir, stem + ".json")
-    write_golden(path, header, cases)
-    print(f"  wrote {os.path.relpath(path, ROOT)}", flush=True)
+    write_golden(out_dir, stem, header, cases)
 
 
 def main():

@@ -48,6 +48,23 @@ def test_stop_string_and_token_prompt(engine):  # noqa: F811
     assert t["ids"] == greedy["ids"]
 
 
+def test_logit_bias_bans_and_raises_tokens(engine):  # noqa: F811
+    greedy = engine.generate(PROMPT, max_tokens=6, temperature=0)
+    first = greedy["ids"][0]
+    banned = engine.generate(PROMPT, max_tokens=6, temperature=0, logit_bias={first: float("-inf")})
+    assert first not in banned["ids"]
+    assert banned["ids"] == _cli("-n", "6", "--temp", "0", "--logit-bias", f"{first}-inf")["ids"]
+    # a large enough bias makes a token the greedy choice at every step
+    raised = engine.generate(PROMPT, max_tokens=4, temperature=0, logit_bias={first + 1: 100.0})
+    assert raised["ids"] == [first + 1] * 4
+    with pytest.raises(ValueError, match="vocabulary"):
+        engine.generate(PROMPT, logit_bias={10**9: 1.0})
+    with pytest.raises(ValueError, match="logit bias"):
+        engine.generate(PROMPT, logit_bias={1: float("nan")})
+    with pytest.raises(ValueError, match="token id"):
+        engine.generate(PROMPT, logit_bias={"x": 1.0})
+
+
 @pytest.mark.parametrize("options, phrase", [
     (dict(max_tokens=-1), "max tokens"),
     (dict(temperature=-1), "temperature"),

@@ -73,6 +73,8 @@ generation options (llama.cpp's defaults):
   --presence-penalty P       (default 0)
   --frequency-penalty F      (default 0)
   --seed S                   same seed, same text (default: a fresh seed)
+  --logit-bias ID+B|ID-B     add B to token ID's logit before the other samplers; ID-inf bans it
+                             (may be given several times)
   --stop STR                 stop before STR (may be given several times)
   --ignore-eos               keep generating past end-of-generation tokens
   --generate-output PATH     write the JSON there instead of standard output
@@ -153,7 +155,7 @@ const VALUED: &[&str] = &[
     "--perplexity-method", "--perplexity-ctx", "--perplexity-stride", "--perplexity-chunks",
     "--perplexity-kld-base-out", "--perplexity-kld-top-k", "--perplexity-kld", "--perplexity-output",
     "--perplexity-shard", "--perplexity-merge", "--generate", "--generate-file", "-n", "--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n",
-    "--presence-penalty", "--frequency-penalty", "--seed", "--stop", "--generate-output",
+    "--presence-penalty", "--frequency-penalty", "--seed", "--logit-bias", "--stop", "--generate-output",
     "--host", "--port", "--parallel", "--api-key", "--alias",
 ];
 /// Flags.
@@ -163,7 +165,7 @@ const FLAGS: &[&str] = &[
 ];
 const GENERATE_ONLY: &[&str] = &[
     "-n", "--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n", "--presence-penalty",
-    "--frequency-penalty", "--seed", "--stop", "--ignore-eos", "--generate-output",
+    "--frequency-penalty", "--seed", "--logit-bias", "--stop", "--ignore-eos", "--generate-output",
 ];
 const SERVE_ONLY: &[&str] = &["--host", "--port", "--parallel", "--api-key", "--alias"];
 const TOKENIZE_ONLY: &[&str] = &["--tokenize-no-special", "--tokenize-no-parse-special", "--tokenize-output"];
@@ -180,6 +182,16 @@ const MERGE_ALLOWED: &[&str] = &[
 
 fn number<T: std::str::FromStr>(opt: &str, v: &str, what: &str) -> Result<T, String> {
     v.trim().parse::<T>().map_err(|_| format!("{opt} must be {what}, got '{v}'"))
+}
+
+/// `ID+BIAS` or `ID-BIAS` (llama.cpp's `--logit-bias` syntax; `ID-inf` bans the token).
+fn logit_bias(v: &str) -> Result<(u32, f32), String> {
+    let bad = || format!("--logit-bias must be TOKEN_ID+BIAS or TOKEN_ID-BIAS (e.g. 15043+1, 2-inf), got '{v}'");
+    let v = v.trim();
+    let at = v.find(['+', '-']).ok_or_else(bad)?;
+    let id = v[..at].parse::<u32>().map_err(|_| bad())?;
+    let bias = v[at..].parse::<f32>().map_err(|_| bad())?;
+    Ok((id, bias))
 }
 
 fn positive(opt: &str, v: &str) -> Result<usize, String> {
@@ -225,7 +237,7 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
         } else {
             return Err(format!("unknown option {name} (see --help)"));
         };
-        if seen.contains(&name) && name != "--help" && name != "-h" && name != "--stop" {
+        if seen.contains(&name) && name != "--help" && name != "-h" && name != "--stop" && name != "--logit-bias" {
             return Err(format!("{name} given twice"));
         }
         seen.push(name.clone());
@@ -333,6 +345,10 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
             "--presence-penalty" => a.generate.sampling.presence_penalty = number(&name, v, "a number")?,
             "--frequency-penalty" => a.generate.sampling.frequency_penalty = number(&name, v, "a number")?,
             "--seed" => a.generate.sampling.seed = Some(number(&name, v, "a non-negative integer")?),
+            "--logit-bias" => {
+                let (id, bias) = logit_bias(v)?;
+                a.generate.sampling.logit_bias.insert(id, bias);
+            }
             "--stop" => a.generate.stop.push(v.to_string()),
             "--ignore-eos" => a.generate.ignore_eos = true,
             "--generate-output" => a.generate_output = Some(PathBuf::from(v)),
@@ -413,6 +429,13 @@ mod tests {
     }
 
     #[test]
+    fn logit_bias_takes_llama_cpp_syntax_and_repeats() {
+        let a = p("--model m --generate hi --logit-bias 15043+1 --logit-bias 2-inf --logit-bias 7-0.5").unwrap();
+        let b = &a.generate.sampling.logit_bias;
+        assert_eq!(b, &lse_engine::LogitBias::from([(2, f32::NEG_INFINITY), (7, -0.5), (15043, 1.0)]));
+    }
+
+    #[test]
     fn shard_and_merge() {
         let a = p("--model m --perplexity t --perplexity-shard 1/3 --perplexity-output s1").unwrap();
         assert_eq!(a.request.shard, Some(lse_eval::ShardSpec { index: 1, count: 3 }));
@@ -441,6 +464,11 @@ mod tests {
             ("--model m --generate hi --top-p 0", "top-p"),
             ("--model m --generate hi --top-p 1.5", "top-p"),
             ("--model m --generate hi --top-k -2", "top-k"),
+            ("--model m --generate hi --logit-bias 5", "--logit-bias"),
+            ("--model m --generate hi --logit-bias x+1", "--logit-bias"),
+            ("--model m --generate hi --logit-bias 5+x", "--logit-bias"),
+            ("--model m --generate hi --logit-bias 5+nan", "logit bias of token 5"),
+            ("--model m --generate hi --logit-bias 5+inf", "logit bias of token 5"),
             ("--model m --perplexity t -n 5", "--generate only"),
             ("--model m --generate hi --port 9", "serving only"),
             ("--model m --perplexity t --threads 100000", "--threads"),

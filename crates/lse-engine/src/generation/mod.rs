@@ -1,6 +1,7 @@
 //! Generation: the request (options and validation in one place), the sampler chain, streamed
 //! text with stop strings, and sequences driven by the batched forward ([`crate::Engine::step`]).
 
+pub mod logit_bias;
 mod report;
 mod request;
 mod sampler;
@@ -8,6 +9,7 @@ mod sequence;
 mod text;
 
 pub use report::GenerationReport;
+pub use logit_bias::LogitBias;
 pub use request::{GenerateRequest, Prompt, SamplingParams, MAX_TOP_LOGPROBS};
 pub use sampler::{argmax, Sampler};
 pub use sequence::{FinishReason, Sequence, StepStats, StepToken};

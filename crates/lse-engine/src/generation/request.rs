@@ -33,6 +33,9 @@ pub struct SamplingParams {
     pub frequency_penalty: f32,
     /// `None`: a fresh seed each request.
     pub seed: Option<u64>,
+    /// Added to these tokens' logits before the other samplers (−∞ bans a token).
+    #[serde(with = "super::logit_bias")]
+    pub logit_bias: super::LogitBias,
 }
 
 impl Default for SamplingParams {
@@ -47,6 +50,7 @@ impl Default for SamplingParams {
             presence_penalty: 0.0,
             frequency_penalty: 0.0,
             seed: None,
+            logit_bias: super::LogitBias::new(),
         }
     }
 }
@@ -127,6 +131,7 @@ impl GenerateRequest {
         if !s.presence_penalty.is_finite() || !s.frequency_penalty.is_finite() {
             return Err("presence and frequency penalties must be finite".into());
         }
+        super::logit_bias::validate(&s.logit_bias)?;
         if self.top_logprobs > MAX_TOP_LOGPROBS {
             return Err(format!("top logprobs must be at most {MAX_TOP_LOGPROBS}, got {}", self.top_logprobs));
         }

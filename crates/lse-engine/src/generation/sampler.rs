@@ -1,6 +1,6 @@
-//! The sampler chain, in llama.cpp's order: penalties (over the last `repeat_last_n` tokens of
-//! the session, prompt included), top-k, top-p, min-p, temperature, then a seeded draw. A
-//! temperature of 0 takes the most likely token after the penalties (ties: the lower id).
+//! The sampler chain, in llama.cpp's order: logit bias, penalties (over the last `repeat_last_n`
+//! tokens of the session, prompt included), top-k, top-p, min-p, temperature, then a seeded draw.
+//! A temperature of 0 takes the most likely token after the bias and penalties (ties: the lower id).
 
 use super::request::SamplingParams;
 use std::collections::HashMap;
@@ -65,10 +65,10 @@ impl Sampler {
         }
     }
 
-    /// Greedy with every penalty off: the pick is the row's argmax.
+    /// Greedy with no bias and every penalty off: the pick is the row's argmax.
     pub fn is_plain_greedy(&self) -> bool {
         let p = &self.p;
-        p.temperature <= 0.0 && (p.repeat_last_n == 0 || (p.repeat_penalty == 1.0 && p.presence_penalty == 0.0 && p.frequency_penalty == 0.0))
+        p.temperature <= 0.0 && p.logit_bias.is_empty() && (p.repeat_last_n == 0 || (p.repeat_penalty == 1.0 && p.presence_penalty == 0.0 && p.frequency_penalty == 0.0))
     }
 
     /// Picks the next token from `logits` (modified in place) given the session's tokens.
@@ -77,8 +77,9 @@ impl Sampler {
     }
 
     /// `sample`, plus for greedy decoding the gap between the chosen logit and the next best one
-    /// after the penalties (how close the choice was; infinite when sampling).
+    /// after the bias and penalties (how close the choice was; infinite when sampling).
     pub fn sample_with_margin(&mut self, logits: &mut [f32], history: &[u32]) -> (u32, f64) {
+        super::logit_bias::apply(&self.p.logit_bias, logits);
         self.penalize(logits, history);
         if self.p.temperature <= 0.0 {
             let best = argmax(logits);
@@ -171,6 +172,17 @@ mod tests {
         assert_eq!(l, [2.0, -2.0, 3.0]);
         let mut s = Sampler::new(&p);
         assert_eq!(s.sample(&mut [4.0, -1.0, 3.0], &[0]), 2);
+    }
+
+    #[test]
+    fn bias_comes_before_the_penalties_and_can_ban_the_argmax() {
+        // token 0: (1 + 3) / 2 = 2 with the bias first; 1 / 2 + 3 = 3.5 if it came after
+        let p = SamplingParams { repeat_penalty: 2.0, logit_bias: [(0, 3.0)].into(), ..params() };
+        let mut s = Sampler::new(&p);
+        assert!(!s.is_plain_greedy());
+        assert_eq!(s.sample_with_margin(&mut [1.0, 2.5, 0.0], &[0]), (1, 0.5));
+        let p = SamplingParams { logit_bias: [(1, f32::NEG_INFINITY)].into(), ..params() };
+        assert_eq!(Sampler::new(&p).sample(&mut [1.0, 2.5, 0.0], &[]), 0);
     }
 
     #[test]

@@ -117,6 +117,9 @@ impl Engine {
         if let Some((index, &id)) = prompt.iter().enumerate().find(|(_, &t)| t as usize >= self.n_vocab()) {
             return Err(EngineError::InvalidToken { id, index, n_vocab: self.n_vocab() });
         }
+        if let Some(&id) = req.sampling.logit_bias.keys().find(|&&t| t as usize >= self.n_vocab()) {
+            return Err(EngineError::InvalidRequest(format!("logit bias token id {id} is outside the vocabulary of {}", self.n_vocab())));
+        }
         if prompt.len() >= self.kv_capacity() {
             return Err(EngineError::InvalidRequest(format!(
                 "the prompt has {} tokens; the context holds {} (--kv-len), leaving no room to generate",

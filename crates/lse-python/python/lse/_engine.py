@@ -46,6 +46,23 @@ def _tokens(value):
     return ids
 
 
+def _logit_bias(bias):
+    """{token id: bias} as the request's JSON map (ids as decimal keys, -inf as false)."""
+    try:
+        items = dict(bias).items()
+    except (TypeError, ValueError):
+        raise ValueError("logit_bias must be a mapping from token id to a number") from None
+    out = {}
+    for k, v in items:
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
+            raise ValueError(f"logit_bias: key {k!r} is not a token id")
+        v = float(v)
+        if v != v or v == float("inf"):  # JSON has no NaN or infinity: refused here with the engine's words
+            raise ValueError(f"logit bias of token {int(k)} must be a number or -inf, got {v}")
+        out[str(int(k))] = False if v == float("-inf") else v
+    return out
+
+
 def _pairs(value):
     if isinstance(value, (str, bytes, os.PathLike)):
         raise ValueError("pairs must be a sequence of {'prompt': ..., 'response': ...} records (read a JSONL file with lse.read_pairs)")
@@ -228,11 +245,13 @@ class Engine:
 
     def generate(self, prompt, *, max_tokens=None, temperature=None, top_k=None, top_p=None, min_p=None,
                  repeat_penalty=None, repeat_last_n=None, presence_penalty=None, frequency_penalty=None,
-                 seed=None, stop=None, ignore_eos=None, top_logprobs=None, add_special=None):
+                 seed=None, stop=None, ignore_eos=None, top_logprobs=None, add_special=None, logit_bias=None):
         """Prompts the model with ``prompt`` (a str, tokenized as a prompt with special-token text
         parsed, or a list of token ids) and returns the ``lse.generation`` dict that
         ``lse-server --generate`` prints. Options are those of ``lse_generate`` (``None`` =
-        llama.cpp's default); out-of-range values raise ValueError."""
+        llama.cpp's default); ``logit_bias`` maps token ids to a number added to their logits
+        before the other samplers (``float("-inf")`` bans the token); out-of-range values raise
+        ValueError."""
         if isinstance(prompt, str):
             req = {"prompt": prompt}
         else:
@@ -243,7 +262,8 @@ class Engine:
                        repeat_penalty=repeat_penalty, repeat_last_n=repeat_last_n,
                        presence_penalty=presence_penalty, frequency_penalty=frequency_penalty, seed=seed,
                        stop=None if stop is None else list(stop), ignore_eos=ignore_eos,
-                       top_logprobs=top_logprobs, add_special=add_special)
+                       top_logprobs=top_logprobs, add_special=add_special,
+                       logit_bias=None if logit_bias is None else _logit_bias(logit_bias))
         req.update({k: v for k, v in options.items() if v is not None})
         return json.loads(self._native.generate_json(json.dumps(req)))
 

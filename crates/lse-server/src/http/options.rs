@@ -3,7 +3,7 @@
 
 use super::body::{wrong, Fields};
 use super::errors::{ApiError, ApiResult};
-use lse_engine::{GenerateRequest, Prompt};
+use lse_engine::{GenerateRequest, LogitBias, Prompt};
 
 /// OpenAI's default `max_tokens` for completions.
 pub const DEFAULT_MAX_TOKENS: i64 = 16;
@@ -51,9 +51,13 @@ pub fn generate_request(f: &Fields, max_keys: &[&str], default_max: i64) -> ApiR
     if let Some(v) = f.i64("seed")? {
         s.seed = (v >= 0).then_some(v as u64);
     }
+    if let Some(v) = f.get("logit_bias") {
+        s.logit_bias = logit_bias(v)?;
+    }
     if let Some(v) = f.bool("ignore_eos")? {
         r.ignore_eos = v;
     }
+    unconstrained(f)?;
     r.stop = match f.get("stop") {
         None => Vec::new(),
         Some(serde_json::Value::String(s)) => vec![s.clone()],
@@ -64,6 +68,46 @@ pub fn generate_request(f: &Fields, max_keys: &[&str], default_max: i64) -> ApiR
         Some(_) => return Err(wrong("stop", "a string or a list of strings")),
     };
     Ok(r)
+}
+
+/// `logit_bias` as OpenAI writes it (`{"id": bias}`) or as llama-server also takes it (`[[id,
+/// bias], ...]`); a bias of `false` bans the token. Token ids only (no text keys).
+fn logit_bias(v: &serde_json::Value) -> ApiResult<LogitBias> {
+    let map = match v {
+        serde_json::Value::Array(pairs) => {
+            let mut m = serde_json::Map::new();
+            for p in pairs {
+                match p.as_array().map(Vec::as_slice) {
+                    Some([id, bias]) if id.is_u64() => _ = m.insert(id.to_string(), bias.clone()),
+                    _ => return Err(wrong("logit_bias", "a map from token id to bias, or a list of [token id, bias] pairs")),
+                }
+            }
+            serde_json::Value::Object(m)
+        }
+        other => other.clone(),
+    };
+    lse_engine::generation::logit_bias::deserialize(&map).map_err(|e| ApiError::bad_request(format!("\"logit_bias\": {e}")))
+}
+
+/// Refuses the fields that ask for constrained decoding (a grammar, a JSON schema, tool calls):
+/// LSE samples free text, and a client that asked for JSON must not get prose silently.
+fn unconstrained(f: &Fields) -> ApiResult<()> {
+    if let Some(v) = f.get("response_format") {
+        let kind = v.get("type").and_then(|t| t.as_str());
+        if kind != Some("text") {
+            return Err(ApiError::bad_request(format!("\"response_format\" {} is not supported: LSE samples unconstrained text", kind.unwrap_or("(no type)"))));
+        }
+    }
+    for key in ["grammar", "json_schema", "guided_json", "guided_regex", "guided_choice", "guided_grammar"] {
+        if f.get(key).is_some() {
+            return Err(ApiError::bad_request(format!("\"{key}\" is not supported: LSE samples unconstrained text")));
+        }
+    }
+    let no_tools = f.get("tools").and_then(|t| t.as_array()).is_none_or(Vec::is_empty);
+    if !no_tools && f.get("tool_choice").and_then(|c| c.as_str()) != Some("none") {
+        return Err(ApiError::bad_request("\"tools\" are not supported (no tool-call parsing); send tool_choice \"none\" or no tools"));
+    }
+    Ok(())
 }
 
 /// `validate()` for a request whose prompt is set, as a 400.

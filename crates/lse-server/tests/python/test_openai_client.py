@@ -62,3 +62,23 @@ def test_bad_request_is_a_400(client):
         client.completions.create(model="smol", prompt="hi", max_tokens=-2)
     with pytest.raises(openai.BadRequestError):
         client.completions.create(model="smol", prompt="hi", n=3)
+
+
+def test_logit_bias_and_constrained_decoding(client, server):
+    kw = dict(model="smol", prompt="The capital of France is", max_tokens=4, temperature=0)
+    first = post(server, "/tokenize", {"content": client.completions.create(**kw).choices[0].text})["tokens"][0]
+    # OpenAI's map form bans it (-100); llama-server's list form with false bans it too
+    a = client.completions.create(logit_bias={str(first): -100}, **kw)
+    b = client.completions.create(extra_body={"logit_bias": [[first, False]]}, **kw)
+    assert a.choices[0].text == b.choices[0].text
+    assert post(server, "/tokenize", {"content": a.choices[0].text})["tokens"][0] != first
+    with pytest.raises(openai.BadRequestError, match="logit_bias"):
+        client.completions.create(logit_bias={"not-an-id": 1}, **kw)
+    msgs = [{"role": "user", "content": "Give me JSON."}]
+    with pytest.raises(openai.BadRequestError, match="response_format"):
+        client.chat.completions.create(model="smol", messages=msgs, max_tokens=4, response_format={"type": "json_object"})
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]
+    with pytest.raises(openai.BadRequestError, match="tools"):
+        client.chat.completions.create(model="smol", messages=msgs, max_tokens=4, tools=tools)
+    r = client.chat.completions.create(model="smol", messages=msgs, max_tokens=4, tools=tools, tool_choice="none")
+    assert r.choices[0].message.content

@@ -1,0 +1,104 @@
+//! `logit_bias`: values added to chosen tokens' logits before any other sampler, as llama.cpp's
+//! first sampler does. In JSON a map from token id (a decimal string, as OpenAI writes it) to a
+//! number, or `false` for "never" (−∞, llama-server's spelling, since JSON has no infinity).
+
+use serde::de::{Deserializer, MapAccess, Visitor};
+use serde::ser::{SerializeMap, Serializer};
+use std::collections::BTreeMap;
+
+/// Token id → bias, in id order.
+pub type LogitBias = BTreeMap<u32, f32>;
+
+/// One map value: a number, or `false` for −∞.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum Value {
+    Number(f32),
+    Flag(bool),
+}
+
+pub fn serialize<S: Serializer>(bias: &LogitBias, s: S) -> Result<S::Ok, S::Error> {
+    let mut m = s.serialize_map(Some(bias.len()))?;
+    for (id, &b) in bias {
+        let key = id.to_string();
+        if b == f32::NEG_INFINITY {
+            m.serialize_entry(&key, &false)?;
+        } else {
+            m.serialize_entry(&key, &b)?;
+        }
+    }
+    m.end()
+}
+
+pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<LogitBias, D::Error> {
+    struct Map;
+    impl<'de> Visitor<'de> for Map {
+        type Value = LogitBias;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a map from token id to a number or false")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<LogitBias, A::Error> {
+            let mut out = LogitBias::new();
+            while let Some((key, value)) = a.next_entry::<String, Value>()? {
+                let id = key.trim().parse::<u32>().map_err(|_| serde::de::Error::custom(format!("logit_bias key {key:?} is not a token id")))?;
+                let bias = match value {
+                    Value::Number(b) => b,
+                    Value::Flag(false) => f32::NEG_INFINITY,
+                    Value::Flag(true) => return Err(serde::de::Error::custom(format!("logit_bias of token {id}: true is not a bias (false bans the token)"))),
+                };
+                out.insert(id, bias);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_map(Map)
+}
+
+/// Refuses a bias that is NaN or +∞ (−∞ bans a token).
+pub fn validate(bias: &LogitBias) -> Result<(), String> {
+    match bias.iter().find(|(_, b)| b.is_nan() || **b == f32::INFINITY) {
+        Some((id, b)) => Err(format!("logit bias of token {id} must be a number or -inf, got {b}")),
+        None => Ok(()),
+    }
+}
+
+/// Adds each bias to its token's logit (ids past the row are the caller's to refuse).
+pub fn apply(bias: &LogitBias, logits: &mut [f32]) {
+    for (&id, &b) in bias {
+        if let Some(l) = logits.get_mut(id as usize) {
+            *l += b;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+    struct Holder {
+        #[serde(with = "super")]
+        b: LogitBias,
+    }
+
+    #[test]
+    fn json_keys_are_ids_and_false_is_minus_infinity() {
+        let h: Holder = serde_json::from_str(r#"{"b": {"7": 2.5, " 3": false, "10": -100}}"#).unwrap();
+        assert_eq!(h.b, LogitBias::from([(3, f32::NEG_INFINITY), (7, 2.5), (10, -100.0)]));
+        let back = serde_json::to_string(&h).unwrap();
+        assert_eq!(back, r#"{"b":{"3":false,"7":2.5,"10":-100.0}}"#);
+        for bad in [r#"{"b": {"x": 1}}"#, r#"{"b": {"-1": 1}}"#, r#"{"b": {"1": true}}"#, r#"{"b": {"1": "2"}}"#, r#"{"b": [[1, 2]]}"#] {
+            assert!(serde_json::from_str::<Holder>(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn adds_to_logits_and_refuses_nan() {
+        let mut l = [1.0f32, 2.0, 3.0];
+        apply(&LogitBias::from([(0, 0.5), (2, f32::NEG_INFINITY), (9, 1.0)]), &mut l);
+        assert_eq!(l, [1.5, 2.0, f32::NEG_INFINITY]);
+        assert!(validate(&LogitBias::from([(1, f32::NAN)])).is_err());
+        assert!(validate(&LogitBias::from([(1, f32::INFINITY)])).is_err());
+        assert!(validate(&LogitBias::from([(1, f32::NEG_INFINITY), (2, -3.0)])).is_ok());
+    }
+}
