@@ -85,6 +85,9 @@ server options:
   --parallel N               sequences decoded at once (default 4)
   --api-key KEY              require `Authorization: Bearer KEY`
   --alias NAME               the model id in /v1/models (default: the file name)
+  --chat-template T          the chat template: Jinja source, or chatml (default: the GGUF's
+                             tokenizer.chat_template; ChatML when it has none, as llama-server)
+  --chat-template-file FILE  the chat template's Jinja source from FILE
 
 other:
   --quiet                    no progress on stderr
@@ -118,11 +121,13 @@ pub struct ServeOptions {
     pub parallel: usize,
     pub api_key: Option<String>,
     pub alias: Option<String>,
+    /// `--chat-template` (Jinja source, or `chatml`) or the text of `--chat-template-file`.
+    pub chat_template: Option<String>,
 }
 
 impl Default for ServeOptions {
     fn default() -> Self {
-        ServeOptions { host: "127.0.0.1".into(), port: 8080, parallel: 4, api_key: None, alias: None }
+        ServeOptions { host: "127.0.0.1".into(), port: 8080, parallel: 4, api_key: None, alias: None, chat_template: None }
     }
 }
 
@@ -156,7 +161,7 @@ const VALUED: &[&str] = &[
     "--perplexity-kld-base-out", "--perplexity-kld-top-k", "--perplexity-kld", "--perplexity-output",
     "--perplexity-shard", "--perplexity-merge", "--generate", "--generate-file", "-n", "--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n",
     "--presence-penalty", "--frequency-penalty", "--seed", "--logit-bias", "--stop", "--generate-output",
-    "--host", "--port", "--parallel", "--api-key", "--alias",
+    "--host", "--port", "--parallel", "--api-key", "--alias", "--chat-template", "--chat-template-file",
 ];
 /// Flags.
 const FLAGS: &[&str] = &[
@@ -167,7 +172,7 @@ const GENERATE_ONLY: &[&str] = &[
     "-n", "--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n", "--presence-penalty",
     "--frequency-penalty", "--seed", "--logit-bias", "--stop", "--ignore-eos", "--generate-output",
 ];
-const SERVE_ONLY: &[&str] = &["--host", "--port", "--parallel", "--api-key", "--alias"];
+const SERVE_ONLY: &[&str] = &["--host", "--port", "--parallel", "--api-key", "--alias", "--chat-template", "--chat-template-file"];
 const TOKENIZE_ONLY: &[&str] = &["--tokenize-no-special", "--tokenize-no-parse-special", "--tokenize-output"];
 const PERPLEXITY_ONLY: &[&str] = &[
     "--perplexity-method", "--perplexity-ctx", "--perplexity-stride", "--perplexity-chunks", "--perplexity-kld-base-out",
@@ -357,6 +362,14 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
             "--parallel" => a.serve.parallel = positive(&name, v)?,
             "--api-key" => a.serve.api_key = Some(v.to_string()),
             "--alias" => a.serve.alias = Some(v.to_string()),
+            "--chat-template" | "--chat-template-file" if a.serve.chat_template.is_some() => {
+                return Err("give one of --chat-template and --chat-template-file".into())
+            }
+            "--chat-template" => a.serve.chat_template = Some(v.to_string()),
+            "--chat-template-file" => {
+                let text = std::fs::read_to_string(v).map_err(|e| format!("cannot read --chat-template-file {v}: {e}"))?;
+                a.serve.chat_template = Some(text);
+            }
             "--quiet" => a.quiet = true,
             _ => unreachable!("listed option {name}"),
         }
@@ -464,6 +477,9 @@ mod tests {
             ("--model m --generate hi --top-p 0", "top-p"),
             ("--model m --generate hi --top-p 1.5", "top-p"),
             ("--model m --generate hi --top-k -2", "top-k"),
+            ("--model m --generate hi --chat-template chatml", "serving only"),
+            ("--model m --chat-template-file /nonexistent/t.jinja", "cannot read --chat-template-file"),
+            ("--model m --chat-template chatml --chat-template-file /dev/null", "one of --chat-template"),
             ("--model m --generate hi --logit-bias 5", "--logit-bias"),
             ("--model m --generate hi --logit-bias x+1", "--logit-bias"),
             ("--model m --generate hi --logit-bias 5+x", "--logit-bias"),

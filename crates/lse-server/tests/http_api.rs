@@ -255,3 +255,33 @@ fn health_is_503_while_the_model_loads_then_ok_and_a_rich_chat_template_renders(
     assert_eq!(r.json()["choices"][0]["message"]["role"], "assistant");
     assert!(r.json()["usage"]["prompt_tokens"].as_u64().unwrap() > 10);
 }
+
+/// A model without `tokenizer.chat_template` chats in ChatML (llama-server's fallback);
+/// `--chat-template` and `--chat-template-file` replace the GGUF's template. Each chat prompt must
+/// be the completion prompt written out by hand.
+#[test]
+fn chat_template_falls_back_to_chatml_and_can_be_set() {
+    let chat = json!({"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}], "max_tokens": 6, "temperature": 0});
+    let chatml = "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n";
+    // the chat reply equals a completion of `prompt` (special text parsed, as chat prompts are)
+    let same_as = |s: &Server, prompt: &str| {
+        let r = s.post("/v1/chat/completions", &chat);
+        assert_eq!(r.status, 200, "{}", r.text);
+        let ids = s.post("/tokenize", &json!({"content": prompt, "add_special": true, "parse_special": true})).json()["tokens"].clone();
+        let c = s.post("/v1/completions", &json!({"prompt": ids.clone(), "max_tokens": 6, "temperature": 0})).json();
+        assert_eq!(r.json()["usage"]["prompt_tokens"].as_u64(), Some(ids.as_array().unwrap().len() as u64));
+        assert_eq!(r.json()["choices"][0]["message"]["content"], c["choices"][0]["text"]);
+    };
+    let tiny = lse_testdata::golden("synthetic/llama-tiny.gguf").to_string_lossy().into_owned();
+    let s = Server::start(&tiny, &[]);
+    same_as(&s, chatml);
+    drop(s);
+    let Some(m) = model() else { return };
+    let s = Server::start(&m, &["--chat-template", "chatml"]);
+    same_as(&s, chatml);
+    drop(s);
+    let file = tmp_dir("chat-template").join("t.jinja");
+    std::fs::write(&file, "{% for m in messages %}[{{ m.role | upper }}] {{ m.content }}\n{% endfor %}[ASSISTANT]").unwrap();
+    let s = Server::start(&m, &["--chat-template-file", file.to_str().unwrap()]);
+    same_as(&s, "[SYSTEM] Be brief.\n[USER] Hi\n[ASSISTANT]");
+}

@@ -36,6 +36,12 @@ const MAX_BODY: usize = 8 * 1024 * 1024;
 const QUEUE: usize = 256;
 
 pub fn serve(args: &Args, model: &Path) -> Result<(), String> {
+    if let Some(t) = args.serve.chat_template.as_deref() {
+        if t != "chatml" && !t.contains("{{") && !t.contains("{%") {
+            return Err(format!("--chat-template takes Jinja source or chatml, got {t:?} (a file: --chat-template-file)"));
+        }
+        template::check(t).map_err(|e| format!("--chat-template: {e}"))?;
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("lse-http")
@@ -85,10 +91,11 @@ fn load(app: AppState, args: Args, model: std::path::PathBuf) -> Option<std::thr
             std::process::exit(1);
         }
     };
-    let chat_template = lse_engine::resolve_model_path(&model)
+    let gguf_template = lse_engine::resolve_model_path(&model)
         .ok()
         .and_then(|p| lse_gguf::GgufFile::open(&p).ok())
         .and_then(|f| f.get_str("tokenizer.chat_template").map(str::to_string));
+    let chat_template = template::choose(args.serve.chat_template.as_deref(), gguf_template);
     let parallel = args.serve.parallel.max(1);
     let (scheduler, handle) = Scheduler::start(engine.clone(), parallel, QUEUE, app.metrics.clone());
     let ready = Ready { engine, scheduler, model_id: app.model_id(), chat_template };

@@ -13,8 +13,8 @@ pub struct Ready {
     pub scheduler: Scheduler,
     /// The id `/v1/models` reports and responses carry: `--alias`, else the file name.
     pub model_id: String,
-    /// `tokenizer.chat_template` from the GGUF, when it has one.
-    pub chat_template: Option<String>,
+    /// The chat template served (see `template::choose`).
+    pub chat_template: String,
 }
 
 pub struct App {

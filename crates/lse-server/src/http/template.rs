@@ -1,5 +1,6 @@
-//! Chat prompts: the GGUF's `tokenizer.chat_template` (Jinja) rendered with minijinja, Python
-//! string methods available (minijinja-contrib's pycompat) as HF templates expect, the
+//! Chat prompts: a Jinja chat template (`--chat-template`, else the GGUF's
+//! `tokenizer.chat_template`, else ChatML as llama-server falls back to) rendered with minijinja,
+//! Python string methods available (minijinja-contrib's pycompat) as HF templates expect, the
 //! `bos_token`/`eos_token` variables, `raise_exception`, and `add_generation_prompt`.
 
 use super::errors::{ApiError, ApiResult};
@@ -35,14 +36,42 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (yoe + era * 400 + (m <= 2) as i64, m, d)
 }
 
-/// Renders `messages` (OpenAI message objects) with the template.
-pub fn render(template: &str, messages: &serde_json::Value, bos: &str, eos: &str, add_generation_prompt: bool) -> ApiResult<String> {
+/// ChatML: each message as `<|im_start|>ROLE\nCONTENT<|im_end|>\n`, then the assistant's header.
+pub const CHATML: &str = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}\
+                          {% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+
+/// The template to serve: `--chat-template` (`chatml` names ChatML), else the GGUF's, else ChatML.
+/// Says on stderr when it falls back.
+pub fn choose(option: Option<&str>, gguf: Option<String>) -> String {
+    match (option, gguf) {
+        (Some("chatml"), _) => CHATML.to_string(),
+        (Some(src), _) => src.to_string(),
+        (None, Some(src)) => src,
+        (None, None) => {
+            eprintln!("lse-server: the model has no chat template; chat requests use ChatML, as llama-server does (--chat-template sets one)");
+            CHATML.to_string()
+        }
+    }
+}
+
+/// Parses `template` (without rendering it): the one line of a template that cannot work.
+pub fn check(template: &str) -> Result<(), String> {
+    env().template_from_str(template).map(|_| ()).map_err(|e| format!("the chat template does not parse: {e}"))
+}
+
+fn env() -> Environment<'static> {
     let mut env = Environment::new();
     minijinja_contrib::add_to_environment(&mut env);
     env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
     env.add_function("raise_exception", raise_exception);
     env.add_function("strftime_now", strftime_now);
-    env.add_template("chat", template).map_err(|e| ApiError::internal(format!("the model's chat template does not parse: {e}")))?;
+    env
+}
+
+/// Renders `messages` (OpenAI message objects) with the template.
+pub fn render(template: &str, messages: &serde_json::Value, bos: &str, eos: &str, add_generation_prompt: bool) -> ApiResult<String> {
+    let mut env = env();
+    env.add_template("chat", template).map_err(|e| ApiError::internal(format!("the chat template does not parse: {e}")))?;
     let t = env.get_template("chat").map_err(|e| ApiError::internal(e.to_string()))?;
     let ctx = minijinja::context! {
         messages => Value::from_serialize(messages),
@@ -71,6 +100,21 @@ mod tests {
         let bad = serde_json::json!([{"role": "tool", "content": "x"}]);
         let e = render(t, &bad, "<s>", "</s>", true).unwrap_err();
         assert!(e.message.contains("bad role"), "{}", e.message);
+    }
+
+    #[test]
+    fn chatml_renders_each_message_and_the_assistant_header() {
+        let msgs = serde_json::json!([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]);
+        assert_eq!(
+            render(CHATML, &msgs, "", "", true).unwrap(),
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+        );
+        let user = serde_json::json!([msgs[1]]);
+        assert_eq!(render(CHATML, &user, "", "", false).unwrap(), "<|im_start|>user\nHi<|im_end|>\n");
+        assert_eq!(choose(Some("chatml"), Some("x".into())), CHATML);
+        assert_eq!(choose(None, Some("x".into())), "x");
+        assert!(check("{% for m in messages %}").is_err());
+        assert!(check(CHATML).is_ok());
     }
 
     #[test]

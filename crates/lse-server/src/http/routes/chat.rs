@@ -66,9 +66,7 @@ fn token_text(engine: &Engine, id: Option<u32>) -> String {
 
 /// Renders and tokenizes the chat prompt.
 pub fn prompt_ids(ready: &Ready, messages: &Value) -> ApiResult<Vec<u32>> {
-    let tmpl = ready.chat_template.as_deref().ok_or_else(|| {
-        ApiError::bad_request("the model has no chat template (tokenizer.chat_template); use /v1/completions with a formatted prompt")
-    })?;
+    let tmpl = &ready.chat_template;
     let e = &ready.engine;
     let tk = e.tokenizer();
     let bos = token_text(e, tk.bos_id());
