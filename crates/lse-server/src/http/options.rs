@@ -17,10 +17,15 @@ pub fn generate_request(f: &Fields, max_keys: &[&str], default_max: i64) -> ApiR
             break;
         }
     }
-    if let Some(n) = f.i64("n")? {
-        if n != 1 {
-            return Err(ApiError::bad_request(format!("\"n\" must be 1 (one choice per prompt), got {n}")));
+    for key in ["n", "best_of"] {
+        if let Some(n) = f.i64(key)? {
+            if n != 1 {
+                return Err(ApiError::bad_request(format!("\"{key}\" must be 1 (one choice per prompt), got {n}")));
+            }
         }
+    }
+    if f.str("suffix")?.is_some_and(|s| !s.is_empty()) {
+        return Err(ApiError::bad_request("\"suffix\" (fill-in-the-middle) is not supported: put the whole text in the prompt"));
     }
     let s = &mut r.sampling;
     if let Some(v) = f.f32("temperature")? {

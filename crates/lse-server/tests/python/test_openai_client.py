@@ -62,6 +62,10 @@ def test_bad_request_is_a_400(client):
         client.completions.create(model="smol", prompt="hi", max_tokens=-2)
     with pytest.raises(openai.BadRequestError):
         client.completions.create(model="smol", prompt="hi", n=3)
+    with pytest.raises(openai.BadRequestError, match="best_of"):
+        client.completions.create(model="smol", prompt="hi", best_of=2)
+    with pytest.raises(openai.BadRequestError, match="suffix"):
+        client.completions.create(model="smol", prompt="def f(", suffix="    return x")
 
 
 def test_logit_bias_and_constrained_decoding(client, server):
