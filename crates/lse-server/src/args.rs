@@ -18,13 +18,13 @@ usage:
   lse-server ENGINE [server options]          serve HTTP (OpenAI-compatible) until SIGINT/SIGTERM
 
 engine options (ENGINE):
-  --model PATH               a .gguf file, or a folder holding one model (required)
+  --model PATH, -m           a .gguf file, or a folder holding one model (required)
   --pool DEV                 where kernels run: cpu (default cpu)
   --dialect D                simd or scalar (default simd)
   --simd LEVEL               cap the SIMD kernels: avx512, avx2 or scalar (default: the best the CPU has)
-  --threads N                compute threads (default: physical cores)
-  --batch-size N             tokens per prefill pass (default 2048)
-  --ubatch-size N            tokens per kernel launch, <= batch size (default 512)
+  --threads N, -t            compute threads (default: physical cores)
+  --batch-size N, -b         tokens per prefill pass (default 2048)
+  --ubatch-size N, -ub       tokens per kernel launch, <= batch size (default 512)
   --kv-cache-dtype T         f32, f16, bf16 or q8_0 (default f16)
   --kv-len N                 KV capacity per session in tokens (default: the model's context)
   --FlashPrefillV2=on|off    fused tiled attention (on, default) or dense attention (off)
@@ -82,9 +82,9 @@ generation options (llama.cpp's defaults):
 server options:
   --host H                   address to listen on (default 127.0.0.1)
   --port P                   port (default 8080; 0 picks a free one)
-  --parallel N               sequences decoded at once (default 4)
+  --parallel N, -np          sequences decoded at once (default 4)
   --api-key KEY              require `Authorization: Bearer KEY`
-  --alias NAME               the model id in /v1/models (default: the file name)
+  --alias NAME, -a           the model id in /v1/models (default: the file name)
   --chat-template T          the chat template: Jinja source, or chatml (default: the GGUF's
                              tokenizer.chat_template; ChatML when it has none, as llama-server)
   --chat-template-file FILE  the chat template's Jinja source from FILE
@@ -207,6 +207,20 @@ fn positive(opt: &str, v: &str) -> Result<usize, String> {
     }
 }
 
+/// llama.cpp's short spellings of the options that mean the same here (`-c` does not: llama-server
+/// splits its context over the slots, `--kv-len` is per session).
+fn long_name(name: &str) -> &str {
+    match name {
+        "-m" => "--model",
+        "-t" => "--threads",
+        "-b" => "--batch-size",
+        "-ub" => "--ubatch-size",
+        "-np" => "--parallel",
+        "-a" => "--alias",
+        _ => name,
+    }
+}
+
 /// Parses the command line (without the program name).
 pub fn parse(argv: &[String]) -> Result<Args, String> {
     let mut a = Args::default();
@@ -223,6 +237,7 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
             Some((n, v)) => (n.to_string(), Some(v.to_string())),
             None => (raw.clone(), None),
         };
+        let name = long_name(&name).to_string();
         let value = if VALUED.contains(&name.as_str()) {
             match inline {
                 Some(v) => v,
@@ -439,6 +454,15 @@ mod tests {
         assert_eq!(a.mode, Some(Mode::Perplexity("t.txt".into())));
         let r = &a.request;
         assert_eq!((r.ctx, r.stride, r.chunks, r.kld_top_k), (Some(256), Some(64), Some(3), Some(8)));
+    }
+
+    #[test]
+    fn llama_cpp_short_options() {
+        let a = p("-m m.gguf -t 3 -b 1024 -ub 256 -np 6 -a smol").unwrap();
+        assert_eq!(a.model.as_deref(), Some(std::path::Path::new("m.gguf")));
+        assert_eq!((a.engine.threads, a.engine.batch_size, a.engine.ubatch_size), (3, 1024, 256));
+        assert_eq!((a.serve.parallel, a.serve.alias.as_deref()), (6, Some("smol")));
+        assert!(p("-m a -m b").unwrap_err().contains("--model given twice"));
     }
 
     #[test]
