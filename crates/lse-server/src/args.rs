@@ -367,7 +367,7 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
             "--seed" => a.generate.sampling.seed = Some(number(&name, v, "a non-negative integer")?),
             "--logit-bias" => {
                 let (id, bias) = logit_bias(v)?;
-                a.generate.sampling.logit_bias.insert(id, bias);
+                lse_engine::generation::logit_bias::add(&mut a.generate.sampling.logit_bias, id, bias);
             }
             "--stop" => a.generate.stop.push(v.to_string()),
             "--ignore-eos" => a.generate.ignore_eos = true,
@@ -467,9 +467,10 @@ mod tests {
 
     #[test]
     fn logit_bias_takes_llama_cpp_syntax_and_repeats() {
-        let a = p("--model m --generate hi --logit-bias 15043+1 --logit-bias 2-inf --logit-bias 7-0.5").unwrap();
+        let a = p("--model m --generate hi --logit-bias 15043+1 --logit-bias 2-inf --logit-bias 7-0.5 --logit-bias 2+1.5 --logit-bias 7+2")
+            .unwrap();
         let b = &a.generate.sampling.logit_bias;
-        assert_eq!(b, &lse_engine::LogitBias::from([(2, f32::NEG_INFINITY), (7, -0.5), (15043, 1.0)]));
+        assert_eq!(b, &lse_engine::LogitBias::from([(2, f32::NEG_INFINITY), (7, 1.5), (15043, 1.0)]));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! `logit_bias`: values added to chosen tokens' logits before any other sampler, as llama.cpp's
 //! first sampler does. In JSON a map from token id (a decimal string, as OpenAI writes it) to a
-//! number, or `false` for "never" (−∞, llama-server's spelling, since JSON has no infinity).
+//! number, or `false` for "never" (−∞, llama-server's spelling, since JSON has no infinity). A
+//! token named twice gets the sum, as llama.cpp applies every entry of its list.
 
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::ser::{SerializeMap, Serializer};
@@ -46,12 +47,17 @@ pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<LogitBias, D::Erro
                     Value::Flag(false) => f32::NEG_INFINITY,
                     Value::Flag(true) => return Err(serde::de::Error::custom(format!("logit_bias of token {id}: true is not a bias (false bans the token)"))),
                 };
-                out.insert(id, bias);
+                add(&mut out, id, bias);
             }
             Ok(out)
         }
     }
     d.deserialize_map(Map)
+}
+
+/// Adds `bias` to token `id`'s entry (−∞ stays −∞).
+pub fn add(bias: &mut LogitBias, id: u32, b: f32) {
+    *bias.entry(id).or_insert(0.0) += b;
 }
 
 /// Refuses a bias that is NaN or +∞ (−∞ bans a token).
@@ -85,6 +91,9 @@ mod tests {
     fn json_keys_are_ids_and_false_is_minus_infinity() {
         let h: Holder = serde_json::from_str(r#"{"b": {"7": 2.5, " 3": false, "10": -100}}"#).unwrap();
         assert_eq!(h.b, LogitBias::from([(3, f32::NEG_INFINITY), (7, 2.5), (10, -100.0)]));
+        // a token named twice: the sum, and a ban stays a ban
+        let twice: Holder = serde_json::from_str(r#"{"b": {"2": false, "2": 1.5, "4": 1, "4": 0.5}}"#).unwrap();
+        assert_eq!(twice.b, LogitBias::from([(2, f32::NEG_INFINITY), (4, 1.5)]));
         let back = serde_json::to_string(&h).unwrap();
         assert_eq!(back, r#"{"b":{"3":false,"7":2.5,"10":-100.0}}"#);
         for bad in [r#"{"b": {"x": 1}}"#, r#"{"b": {"-1": 1}}"#, r#"{"b": {"1": true}}"#, r#"{"b": {"1": "2"}}"#, r#"{"b": [[1, 2]]}"#] {

@@ -76,22 +76,25 @@ pub fn generate_request(f: &Fields, max_keys: &[&str], default_max: i64) -> ApiR
 }
 
 /// `logit_bias` as OpenAI writes it (`{"id": bias}`) or as llama-server also takes it (`[[id,
-/// bias], ...]`); a bias of `false` bans the token. Token ids only (no text keys).
+/// bias], ...]`, a token named twice getting the sum); a bias of `false` bans the token. Token ids
+/// only (no text keys).
 fn logit_bias(v: &serde_json::Value) -> ApiResult<LogitBias> {
-    let map = match v {
-        serde_json::Value::Array(pairs) => {
-            let mut m = serde_json::Map::new();
-            for p in pairs {
-                match p.as_array().map(Vec::as_slice) {
-                    Some([id, bias]) if id.is_u64() => _ = m.insert(id.to_string(), bias.clone()),
-                    _ => return Err(wrong("logit_bias", "a map from token id to bias, or a list of [token id, bias] pairs")),
+    let parse = |m: &serde_json::Value| {
+        lse_engine::generation::logit_bias::deserialize(m).map_err(|e| ApiError::bad_request(format!("\"logit_bias\": {e}")))
+    };
+    let serde_json::Value::Array(pairs) = v else { return parse(v) };
+    let mut out = LogitBias::new();
+    for p in pairs {
+        match p.as_array().map(Vec::as_slice) {
+            Some([id, bias]) if id.is_u64() => {
+                for (id, b) in parse(&serde_json::json!({ id.to_string(): bias }))? {
+                    lse_engine::generation::logit_bias::add(&mut out, id, b);
                 }
             }
-            serde_json::Value::Object(m)
+            _ => return Err(wrong("logit_bias", "a map from token id to bias, or a list of [token id, bias] pairs")),
         }
-        other => other.clone(),
-    };
-    lse_engine::generation::logit_bias::deserialize(&map).map_err(|e| ApiError::bad_request(format!("\"logit_bias\": {e}")))
+    }
+    Ok(out)
 }
 
 /// Refuses the fields that ask for constrained decoding (a grammar, a JSON schema, tool calls):

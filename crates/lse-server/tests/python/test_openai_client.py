@@ -75,6 +75,9 @@ def test_logit_bias_and_constrained_decoding(client, server):
     a = client.completions.create(logit_bias={str(first): -100}, **kw)
     b = client.completions.create(extra_body={"logit_bias": [[first, False]]}, **kw)
     assert a.choices[0].text == b.choices[0].text
+    # a token named twice gets the sum (llama.cpp applies every entry): raised, then banned
+    c = client.completions.create(extra_body={"logit_bias": [[first, 5], [first, False]]}, **kw)
+    assert c.choices[0].text == a.choices[0].text
     assert post(server, "/tokenize", {"content": a.choices[0].text})["tokens"][0] != first
     with pytest.raises(openai.BadRequestError, match="logit_bias"):
         client.completions.create(logit_bias={"not-an-id": 1}, **kw)
