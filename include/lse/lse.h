@@ -146,7 +146,8 @@ int lse_perplexity(lse_engine *engine, const char *request_json, char **json_out
  *     "presence_penalty", "frequency_penalty"   numbers (default 0)
  *     "seed"              integer >= 0: the same seed gives the same text (default: fresh)
  *     "logit_bias"        object {"token id": number, ...}: added to those logits before the
- *                         other samplers; false instead of a number bans the token (default {})
+ *                         other samplers; false instead of a number bans the token; a key given
+ *                         twice gets the sum (default {})
  *     "stop"              array of strings: stop before the first of them
  *     "ignore_eos"        boolean: go on past end-of-generation tokens (default false)
  *     "top_logprobs"      integer 0..20: alternatives reported per step (default 0)
