@@ -1,8 +1,9 @@
 //! The packed GEMM driver: the activation rows are quantized once per call (and their block sums
 //! folded into offset corrections), then the tiles run over groups of 16 weight rows, split into
 //! tasks by weight groups (and by activation rows when there are few groups). Several matrices of
-//! the same type and width (q/k/v, gate/up) can share one quantization and one pool dispatch;
-//! every output is the tile's, so each equals what its matrix alone would give.
+//! one width (q/k/v, gate/up) share one pool dispatch and, per activation form (the Q8_0 / Q8_1 /
+//! Q8_K rows and offset correction a format reads), one quantization; every output is the
+//! tile's, so each equals what its matrix alone would give.
 
 use crate::matmul::{quantize_rows, quantize_rows_q8k_split, SendPtr, RANGE_BYTES, SCRATCH, SMALL_WORK};
 use crate::packed::{PackedMatrix, PMR, PNR};
@@ -31,13 +32,14 @@ pub fn matmul_packed_cols(
     run(pool, &[Part { p, c_first: cols.start, n, y: SendPtr(y.as_mut_ptr()) }], x, m);
 }
 
-/// `ys[i] = x · ps[i]ᵀ` for matrices of one type and width `k`, with one activation quantization
-/// and one pool dispatch; each output equals [`matmul_packed`]'s. Panics on mixed types or widths.
+/// `ys[i] = x · ps[i]ᵀ` for matrices of one width `k` (of any packed types), with one pool
+/// dispatch and one activation quantization per activation form (matrices of the same type share
+/// theirs); each output equals [`matmul_packed`]'s. Panics on mixed widths.
 pub fn matmul_packed_many(pool: &ThreadPool, ps: &[&PackedMatrix], x: &[f32], m: usize, ys: &mut [&mut [f32]]) {
     assert_eq!(ps.len(), ys.len(), "matmul_packed_many: one output per matrix");
     let mut parts = Vec::with_capacity(ps.len());
     for (p, y) in ps.iter().zip(ys.iter_mut()) {
-        assert!(p.ggml_type() == ps[0].ggml_type() && p.k() == ps[0].k(), "matmul_packed_many: matrices differ in type or width");
+        assert!(p.k() == ps[0].k(), "matmul_packed_many: matrices differ in width");
         assert!(y.len() >= m * p.n(), "matmul_packed: output too short");
         parts.push(Part { p, c_first: 0, n: p.n(), y: SendPtr(y.as_mut_ptr()) });
     }
@@ -92,42 +94,69 @@ fn plan(threads: usize, p: &PackedMatrix, n: usize, m: usize) -> Plan {
     Plan { ng, gpt, gtasks, m_chunk, tasks: gtasks * m.div_ceil(m_chunk) }
 }
 
+/// How a matrix wants its activation rows: parts whose forms are equal share one quantized copy.
+struct Form<'a> {
+    /// The first matrix of this form (its quantization and offset correction serve them all).
+    p: &'a PackedMatrix,
+    /// Bytes of one quantized row.
+    xrb: usize,
+    /// Where this form's rows start in the scratch buffer.
+    at: usize,
+}
+
 fn run(pool: &ThreadPool, parts: &[Part], x: &[f32], m: usize) {
-    let p0 = parts[0].p;
-    let k = p0.k();
+    let k = parts[0].p.k();
     assert!(x.len() >= m * k, "matmul_packed: activations too short");
     if m == 0 || parts.iter().all(|q| q.n == 0) {
         return;
     }
-    let dt = if p0.min() { DotType::Q8_1 } else { DotType::Q8_0 };
     let layout = simd::ActLayout::Split32;
-    let xrb = simd::act_row_bytes(layout, dt, k) + if p0.sub16() { 4 * (k / 32) } else { 0 };
+    let dot_type = |p: &PackedMatrix| if p.min() { DotType::Q8_1 } else { DotType::Q8_0 };
+    // the distinct activation forms, in order of first use, and each part's form
+    let mut forms: Vec<Form> = Vec::new();
+    let mut form_of = Vec::with_capacity(parts.len());
+    for q in parts {
+        let f = match forms.iter().position(|f| f.p.act_form() == q.p.act_form()) {
+            Some(f) => f,
+            None => {
+                let xrb = simd::act_row_bytes(layout, dot_type(q.p), k) + if q.p.sub16() { 4 * (k / 32) } else { 0 };
+                let at = forms.last().map_or(0, |f| f.at + m * f.xrb);
+                forms.push(Form { p: q.p, xrb, at });
+                forms.len() - 1
+            }
+        };
+        form_of.push(f);
+    }
     let level = simd::level();
     SCRATCH.with(|s| {
         let mut buf = s.borrow_mut();
-        if buf.len() < m * xrb {
-            buf.resize(m * xrb, 0);
+        let need = forms.last().map_or(0, |f| f.at + m * f.xrb);
+        if buf.len() < need {
+            buf.resize(need, 0);
         }
-        // quantizes rows r0..r1 into `part` (their bytes) and folds their offset corrections
-        let quantize = |r0: usize, r1: usize, part: &mut [u8]| {
+        // quantizes rows r0..r1 in form `f` into `part` (their bytes) and folds their offset corrections
+        let quantize = |f: &Form, r0: usize, r1: usize, part: &mut [u8]| {
             let xs = &x[r0 * k..r1 * k];
-            if p0.q8k_activations() {
-                quantize_rows_q8k_split(pool, level, xs, k, r1 - r0, part, xrb, p0.sub16());
+            if f.p.q8k_activations() {
+                quantize_rows_q8k_split(pool, level, xs, k, r1 - r0, part, f.xrb, f.p.sub16());
             } else {
-                quantize_rows(pool, level, layout, dt, xs, k, r1 - r0, part, xrb);
+                quantize_rows(pool, level, layout, dot_type(f.p), xs, k, r1 - r0, part, f.xrb);
             }
-            p0.fold_corrections(part, r1 - r0, xrb);
+            f.p.fold_corrections(part, r1 - r0, f.xrb);
         };
         let plans: Vec<Plan> = parts.iter().map(|q| plan(pool.threads(), q.p, q.n, m)).collect();
         let total: usize = plans.iter().map(|pl| pl.tasks).sum();
         // A few rows (a decode step's) are quantized by the first tasks of the same dispatch, one
-        // share per thread, and the tile tasks wait for them: the caller alone took ~2 % of an
-        // 8-session step doing it while the workers spun. Tasks are handed out in index order, so
-        // every quantizing task is taken before any tile task waits.
-        let split = if total > 1 && m > 1 && m * k < SMALL_WORK && pool.threads() > 1 { pool.threads().min(m) } else { 0 };
-        if split == 0 {
-            quantize(0, m, &mut buf[..m * xrb]);
+        // share per thread and form, and the tile tasks wait for them: the caller alone took ~2 %
+        // of an 8-session step doing it while the workers spun. Tasks are handed out in index
+        // order, so every quantizing task is taken before any tile task waits.
+        let shares = if total > 1 && m > 1 && m * k < SMALL_WORK && pool.threads() > 1 { pool.threads().min(m) } else { 0 };
+        if shares == 0 {
+            for f in &forms {
+                quantize(f, 0, m, &mut buf[f.at..f.at + m * f.xrb]);
+            }
         }
+        let split = shares * forms.len();
         let qp = SendPtr(buf.as_mut_ptr());
         let ready = std::sync::atomic::AtomicUsize::new(0);
         let body = |mut task: usize| {
@@ -135,9 +164,10 @@ fn run(pool: &ThreadPool, parts: &[Part], x: &[f32], m: usize) {
                 // counted even if the share panics, so no tile task waits forever (the pool
                 // re-raises the panic when the dispatch ends)
                 let _counted = CountOnDrop(&ready);
-                let (r0, r1) = (task * m / split, (task + 1) * m / split);
-                // SAFETY: rows r0..r1 of the buffer are this task's alone until `ready` counts it.
-                quantize(r0, r1, unsafe { std::slice::from_raw_parts_mut(qp.get().add(r0 * xrb), (r1 - r0) * xrb) });
+                let (f, share) = (&forms[task / shares], task % shares);
+                let (r0, r1) = (share * m / shares, (share + 1) * m / shares);
+                // SAFETY: rows r0..r1 of the form's copy are this task's alone until `ready` counts it.
+                quantize(f, r0, r1, unsafe { std::slice::from_raw_parts_mut(qp.get().add(f.at + r0 * f.xrb), (r1 - r0) * f.xrb) });
                 return;
             }
             while ready.load(std::sync::atomic::Ordering::Acquire) < split {
@@ -149,7 +179,7 @@ fn run(pool: &ThreadPool, parts: &[Part], x: &[f32], m: usize) {
                 task -= plans[i].tasks;
                 i += 1;
             }
-            let (q, pl) = (&parts[i], &plans[i]);
+            let (q, pl, f) = (&parts[i], &plans[i], &forms[form_of[i]]);
             let g0 = (task % pl.gtasks) * pl.gpt;
             let g1 = (g0 + pl.gpt).min(pl.ng);
             let r0 = (task / pl.gtasks) * pl.m_chunk;
@@ -159,11 +189,11 @@ fn run(pool: &ThreadPool, parts: &[Part], x: &[f32], m: usize) {
                 let nx = (r1 - r).min(q.p.rows_per_tile());
                 for g in g0..g1 {
                     let c0 = g * PNR;
-                    // SAFETY: rows r..r+nx of the quantized buffer exist and are written; outputs
-                    // (r.., c0..c0+ncols) are inside the part's y and written only by this task;
-                    // the pack exists only where its kernels run.
+                    // SAFETY: rows r..r+nx of the part's quantized copy exist and are written;
+                    // outputs (r.., c0..c0+ncols) are inside the part's y and written only by this
+                    // task; the pack exists only where its kernels run.
                     unsafe {
-                        q.p.tile(q.c_first / PNR + g, qp.get().add(r * xrb), xrb, nx, q.y.get().add(r * q.n + c0), q.n, (q.n - c0).min(PNR))
+                        q.p.tile(q.c_first / PNR + g, qp.get().add(f.at + r * f.xrb), f.xrb, nx, q.y.get().add(r * q.n + c0), q.n, (q.n - c0).min(PNR))
                     };
                 }
                 r += nx;

@@ -312,6 +312,11 @@ impl PackedMatrix {
     pub(crate) fn q8k_activations(&self) -> bool {
         matches!(self.t, GgmlType::Q4_K | GgmlType::Q6_K)
     }
+    /// What the activation rows must look like for this matrix's tiles: matrices with equal forms
+    /// read the same quantized rows (Q8_K or not, Q8_1 or Q8_0, per-16 sums, offset shift).
+    pub(crate) fn act_form(&self) -> (bool, bool, bool, i32) {
+        (self.q8k_activations(), self.min, self.sub16(), if self.min { 0 } else { self.sh })
+    }
     /// Q6_K: two scales per 32-element block (the `m` slot holds the second), and the
     /// activation rows carry the i32 sums of every 16 quants instead of `s`.
     pub(crate) fn sub16(&self) -> bool {

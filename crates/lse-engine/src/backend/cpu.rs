@@ -95,8 +95,8 @@ impl Backend for CpuBackend {
     }
 
     fn matmul_many(&self, ws: &[&Matrix], x: &[f32], m: usize, ys: &mut [&mut [f32]]) {
-        let same = ws.iter().all(|w| w.ty == ws[0].ty && w.k == ws[0].k);
-        if self.dialect == Dialect::Simd && same && lse_kernels::packable(ws[0].ty) {
+        let same_width = ws.iter().all(|w| w.k == ws[0].k);
+        if self.dialect == Dialect::Simd && same_width && ws.iter().all(|w| lse_kernels::packable(w.ty)) {
             let packed: Option<Vec<&lse_kernels::PackedMatrix>> = ws.iter().map(|w| w.packed(&self.pool)).collect();
             if let Some(ps) = packed {
                 return lse_kernels::matmul_packed_many(&self.pool, &ps, x, m, ys);

@@ -65,6 +65,25 @@ fn avx2_tile_equals_vnni_tile() {
     }
 }
 
+/// `matmul_packed_many` over `ws` equals one `matmul_packed` per matrix, bit for bit, for each
+/// activation row count.
+fn many_equals_separate(pool: &ThreadPool, rng: &mut Rng, ws: &[PackedMatrix], k: usize, rows: &[usize]) {
+    for &m in rows {
+        let x = acts(rng, m, k, false);
+        let mut outs: Vec<Vec<f32>> = ws.iter().map(|w| vec![f32::NAN; m * w.n()]).collect();
+        {
+            let mut ys: Vec<&mut [f32]> = outs.iter_mut().map(|o| &mut o[..]).collect();
+            crate::matmul_packed_many(pool, &ws.iter().collect::<Vec<_>>(), &x, m, &mut ys);
+        }
+        for (w, got) in ws.iter().zip(&outs) {
+            let mut want = vec![f32::NAN; m * w.n()];
+            matmul_packed(pool, w, &x, m, &mut want);
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(got), bits(&want), "{w:?} m {m}");
+        }
+    }
+}
+
 #[test]
 fn many_matrices_equal_separate_calls() {
     if !crate::packed::packed_available() {
@@ -72,25 +91,15 @@ fn many_matrices_equal_separate_calls() {
     }
     let pool = ThreadPool::new(2);
     let mut rng = Rng::new(11);
+    let k = 512;
     for t in PACKED_TYPES {
-        let k = 512;
-        let ns = [48usize, 13, 200];
         let ws: Vec<PackedMatrix> =
-            ns.iter().map(|&n| PackedMatrix::new(&pool, t, &weights(&mut rng, t, n, k, false), n, k).unwrap()).collect();
-        for m in [1usize, 7, 33] {
-            let x = acts(&mut rng, m, k, false);
-            let mut outs: Vec<Vec<f32>> = ns.iter().map(|&n| vec![f32::NAN; m * n]).collect();
-            {
-                let mut ys: Vec<&mut [f32]> = outs.iter_mut().map(|o| &mut o[..]).collect();
-                crate::matmul_packed_many(&pool, &ws.iter().collect::<Vec<_>>(), &x, m, &mut ys);
-            }
-            for (w, got) in ws.iter().zip(&outs) {
-                let mut want = vec![f32::NAN; m * w.n()];
-                matmul_packed(&pool, w, &x, m, &mut want);
-                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-                assert_eq!(bits(got), bits(&want), "{} n {} m {m}", t.name(), w.n());
-            }
-        }
+            [48usize, 13, 200].iter().map(|&n| PackedMatrix::new(&pool, t, &weights(&mut rng, t, n, k, false), n, k).unwrap()).collect();
+        many_equals_separate(&pool, &mut rng, &ws, k, &[1, 7, 33]);
     }
+    // every packed type in one call, then Q5_0 again (sharing the first one's quantized rows)
+    let types = PACKED_TYPES.iter().copied().chain([GgmlType::Q5_0]);
+    let ws: Vec<PackedMatrix> =
+        types.enumerate().map(|(i, t)| PackedMatrix::new(&pool, t, &weights(&mut rng, t, 16 + 9 * i, k, false), 16 + 9 * i, k).unwrap()).collect();
+    many_equals_separate(&pool, &mut rng, &ws, k, &[1, 2, 8, 70]);
 }
-
