@@ -145,7 +145,8 @@ int lse_perplexity(lse_engine *engine, const char *request_json, char **json_out
  *                         -1 the whole context (default 64)
  *     "presence_penalty", "frequency_penalty"   numbers (default 0)
  *     "seed"              integer >= 0: the same seed gives the same text (default: fresh)
- *     "logit_bias"        object {"token id": number, ...}: added to those logits before the
+ *     "logit_bias"        object {"token id": number, ...} or list [[id, number], ...] (llama-
+ *                         server's form): added to those logits before the
  *                         other samplers; false instead of a number bans the token; a key given
  *                         twice gets the sum (default {})
  *     "stop"              array of strings: stop before the first of them

@@ -4,20 +4,11 @@
 //! the bias before the penalties, so the penalized cases check the order too. All cases of a model
 //! run together, one batched forward per step.
 
-use lse_engine::{Engine, EngineOptions, GenerateRequest, LogitBias, Prompt, SamplingParams, Sequence};
+use lse_engine::{Engine, EngineOptions, GenerateRequest, Prompt, SamplingParams, Sequence};
 use serde_json::Value;
 
 fn u32s(v: &Value) -> Vec<u32> {
     v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
-}
-
-/// llama-server's `[[id, bias]]`, `false` for −∞.
-fn bias(v: &Value) -> LogitBias {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|p| (p[0].as_u64().unwrap() as u32, p[1].as_f64().map_or(f32::NEG_INFINITY, |b| b as f32)))
-        .collect()
 }
 
 #[test]
@@ -37,7 +28,8 @@ fn synthetic_greedy_with_logit_bias_equals_llama_cpp() {
                         temperature: 0.0,
                         repeat_penalty: c["repeat_penalty"].as_f64().unwrap() as f32,
                         repeat_last_n: c["repeat_last_n"].as_i64().unwrap(),
-                        logit_bias: bias(&c["logit_bias"]),
+                        // llama-server's `[[id, bias]]` as a request carries it
+                        logit_bias: lse_engine::generation::logit_bias::deserialize(&c["logit_bias"]).unwrap(),
                         ..Default::default()
                     },
                     ..Default::default()

@@ -1,9 +1,10 @@
 //! `logit_bias`: values added to chosen tokens' logits before any other sampler, as llama.cpp's
 //! first sampler does. In JSON a map from token id (a decimal string, as OpenAI writes it) to a
-//! number, or `false` for "never" (−∞, llama-server's spelling, since JSON has no infinity). A
-//! token named twice gets the sum, as llama.cpp applies every entry of its list.
+//! number, or llama-server's list of `[id, bias]` pairs; `false` for a bias is "never" (−∞,
+//! llama-server's spelling, since JSON has no infinity). A token named twice gets the sum, as
+//! llama.cpp applies every entry of its list.
 
-use serde::de::{Deserializer, MapAccess, Visitor};
+use serde::de::{Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::ser::{SerializeMap, Serializer};
 use std::collections::BTreeMap;
 
@@ -31,28 +32,40 @@ pub fn serialize<S: Serializer>(bias: &LogitBias, s: S) -> Result<S::Ok, S::Erro
     m.end()
 }
 
+impl Value {
+    fn bias<E: serde::de::Error>(self, id: u32) -> Result<f32, E> {
+        match self {
+            Value::Number(b) => Ok(b),
+            Value::Flag(false) => Ok(f32::NEG_INFINITY),
+            Value::Flag(true) => Err(E::custom(format!("logit_bias of token {id}: true is not a bias (false bans the token)"))),
+        }
+    }
+}
+
 pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<LogitBias, D::Error> {
-    struct Map;
-    impl<'de> Visitor<'de> for Map {
+    struct Either;
+    impl<'de> Visitor<'de> for Either {
         type Value = LogitBias;
         fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a map from token id to a number or false")
+            f.write_str("a map from token id to a number or false, or a list of [token id, bias] pairs")
         }
         fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<LogitBias, A::Error> {
             let mut out = LogitBias::new();
             while let Some((key, value)) = a.next_entry::<String, Value>()? {
                 let id = key.trim().parse::<u32>().map_err(|_| serde::de::Error::custom(format!("logit_bias key {key:?} is not a token id")))?;
-                let bias = match value {
-                    Value::Number(b) => b,
-                    Value::Flag(false) => f32::NEG_INFINITY,
-                    Value::Flag(true) => return Err(serde::de::Error::custom(format!("logit_bias of token {id}: true is not a bias (false bans the token)"))),
-                };
-                add(&mut out, id, bias);
+                add(&mut out, id, value.bias(id)?);
+            }
+            Ok(out)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<LogitBias, A::Error> {
+            let mut out = LogitBias::new();
+            while let Some((id, value)) = a.next_element::<(u32, Value)>()? {
+                add(&mut out, id, value.bias(id)?);
             }
             Ok(out)
         }
     }
-    d.deserialize_map(Map)
+    d.deserialize_any(Either)
 }
 
 /// Adds `bias` to token `id`'s entry (−∞ stays −∞).
@@ -96,7 +109,10 @@ mod tests {
         assert_eq!(twice.b, LogitBias::from([(2, f32::NEG_INFINITY), (4, 1.5)]));
         let back = serde_json::to_string(&h).unwrap();
         assert_eq!(back, r#"{"b":{"3":false,"7":2.5,"10":-100.0}}"#);
-        for bad in [r#"{"b": {"x": 1}}"#, r#"{"b": {"-1": 1}}"#, r#"{"b": {"1": true}}"#, r#"{"b": {"1": "2"}}"#, r#"{"b": [[1, 2]]}"#] {
+        // llama-server's list of pairs, with the same sum
+        let list: Holder = serde_json::from_str(r#"{"b": [[2, false], [2, 1.5], [4, 1], [4, 0.5]]}"#).unwrap();
+        assert_eq!(list.b, twice.b);
+        for bad in [r#"{"b": {"x": 1}}"#, r#"{"b": {"-1": 1}}"#, r#"{"b": {"1": true}}"#, r#"{"b": {"1": "2"}}"#, r#"{"b": [[1]]}"#, r#"{"b": [["1", 2]]}"#, r#"{"b": 3}"#] {
             assert!(serde_json::from_str::<Holder>(bad).is_err(), "{bad}");
         }
     }

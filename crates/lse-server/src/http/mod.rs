@@ -36,11 +36,10 @@ const MAX_BODY: usize = 8 * 1024 * 1024;
 const QUEUE: usize = 256;
 
 pub fn serve(args: &Args, model: &Path) -> Result<(), String> {
-    if let Some(t) = args.serve.chat_template.as_deref() {
-        if t != "chatml" && !t.contains("{{") && !t.contains("{%") {
-            return Err(format!("--chat-template takes Jinja source or chatml, got {t:?} (a file: --chat-template-file)"));
-        }
-        template::check(t).map_err(|e| format!("--chat-template: {e}"))?;
+    // `--chat-template` checked and resolved (`chatml` → its source) before anything starts
+    let mut args = args.clone();
+    if let Some(t) = args.serve.chat_template.take() {
+        args.serve.chat_template = Some(template::from_option(&t)?.to_string());
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -48,7 +47,7 @@ pub fn serve(args: &Args, model: &Path) -> Result<(), String> {
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the async runtime: {e}"))?;
-    rt.block_on(run(args, model))
+    rt.block_on(run(&args, model))
 }
 
 fn router(app: AppState) -> Router {

@@ -3,7 +3,7 @@
 
 use super::body::{wrong, Fields};
 use super::errors::{ApiError, ApiResult};
-use lse_engine::{GenerateRequest, LogitBias, Prompt};
+use lse_engine::{GenerateRequest, Prompt};
 
 /// OpenAI's default `max_tokens` for completions.
 pub const DEFAULT_MAX_TOKENS: i64 = 16;
@@ -57,7 +57,8 @@ pub fn generate_request(f: &Fields, max_keys: &[&str], default_max: i64) -> ApiR
         s.seed = (v >= 0).then_some(v as u64);
     }
     if let Some(v) = f.get("logit_bias") {
-        s.logit_bias = logit_bias(v)?;
+        // OpenAI's map or llama-server's list of pairs (the engine's one reading of either)
+        s.logit_bias = lse_engine::generation::logit_bias::deserialize(v).map_err(|e| ApiError::bad_request(format!("\"logit_bias\": {e}")))?;
     }
     if let Some(v) = f.bool("ignore_eos")? {
         r.ignore_eos = v;
@@ -73,28 +74,6 @@ pub fn generate_request(f: &Fields, max_keys: &[&str], default_max: i64) -> ApiR
         Some(_) => return Err(wrong("stop", "a string or a list of strings")),
     };
     Ok(r)
-}
-
-/// `logit_bias` as OpenAI writes it (`{"id": bias}`) or as llama-server also takes it (`[[id,
-/// bias], ...]`, a token named twice getting the sum); a bias of `false` bans the token. Token ids
-/// only (no text keys).
-fn logit_bias(v: &serde_json::Value) -> ApiResult<LogitBias> {
-    let parse = |m: &serde_json::Value| {
-        lse_engine::generation::logit_bias::deserialize(m).map_err(|e| ApiError::bad_request(format!("\"logit_bias\": {e}")))
-    };
-    let serde_json::Value::Array(pairs) = v else { return parse(v) };
-    let mut out = LogitBias::new();
-    for p in pairs {
-        match p.as_array().map(Vec::as_slice) {
-            Some([id, bias]) if id.is_u64() => {
-                for (id, b) in parse(&serde_json::json!({ id.to_string(): bias }))? {
-                    lse_engine::generation::logit_bias::add(&mut out, id, b);
-                }
-            }
-            _ => return Err(wrong("logit_bias", "a map from token id to bias, or a list of [token id, bias] pairs")),
-        }
-    }
-    Ok(out)
 }
 
 /// Refuses the fields that ask for constrained decoding (a grammar, a JSON schema, tool calls):

@@ -40,11 +40,23 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 pub const CHATML: &str = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}\
                           {% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
 
-/// The template to serve: `--chat-template` (`chatml` names ChatML), else the GGUF's, else ChatML.
-/// Says on stderr when it falls back.
+/// The source `--chat-template` names: ChatML for `chatml`, else the Jinja text itself, refused
+/// when it is not Jinja at all (a built-in name llama.cpp knows, say) or does not parse.
+pub fn from_option(option: &str) -> Result<&str, String> {
+    if option == "chatml" {
+        return Ok(CHATML);
+    }
+    if !option.contains("{{") && !option.contains("{%") {
+        return Err(format!("--chat-template takes Jinja source or chatml, got {option:?} (a file: --chat-template-file)"));
+    }
+    check(option).map_err(|e| format!("--chat-template: {e}"))?;
+    Ok(option)
+}
+
+/// The template to serve: `--chat-template` (already resolved by [`from_option`]), else the
+/// GGUF's, else ChatML. Says on stderr when it falls back.
 pub fn choose(option: Option<&str>, gguf: Option<String>) -> String {
     match (option, gguf) {
-        (Some("chatml"), _) => CHATML.to_string(),
         (Some(src), _) => src.to_string(),
         (None, Some(src)) => src,
         (None, None) => {
@@ -111,9 +123,12 @@ mod tests {
         );
         let user = serde_json::json!([msgs[1]]);
         assert_eq!(render(CHATML, &user, "", "", false).unwrap(), "<|im_start|>user\nHi<|im_end|>\n");
-        assert_eq!(choose(Some("chatml"), Some("x".into())), CHATML);
+        assert_eq!(from_option("chatml"), Ok(CHATML));
+        assert_eq!(choose(Some(CHATML), Some("x".into())), CHATML);
         assert_eq!(choose(None, Some("x".into())), "x");
         assert!(check("{% for m in messages %}").is_err());
+        assert!(from_option("gemma").unwrap_err().contains("Jinja source or chatml"));
+        assert!(from_option("{% for m in messages %}").unwrap_err().contains("does not parse"));
         assert!(check(CHATML).is_ok());
     }
 
