@@ -2,32 +2,105 @@
 //!
 //! `run(n_tasks, f)` hands out task indices `0..n_tasks` from one atomic counter to the parked
 //! workers and to the calling thread, and returns when every task has finished. Workers spin
-//! briefly after a job (consecutive matmuls follow each other closely), then park on a condvar;
+//! briefly after a job (consecutive matmuls follow each other closely), then yield, then park
+//! on a condvar (see [`Backoff`]);
 //! a run signals a condvar only when someone is parked on it (a decode step runs ~150 jobs; a
 //! futex call at each start and end made 95k system calls in a 300-step SmolLM2 run, now 2.7k).
 //! A run allocates nothing. A panic in a task is caught and re-raised on the calling thread.
 //! A `run` issued from inside a task of the same pool runs its tasks inline (no deadlock).
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 type Job = dyn Fn(usize) + Sync;
 
-/// Spin iterations (`pause`, ~25 ns each on Zen 4) a worker waits for the next job, and the
-/// caller for the workers, before parking. Short on purpose: on a shared (oversubscribed)
-/// machine every spinning cycle is taken from a thread that has work; measured on 2 busy cores
-/// (SmolLM2 4 chunks, 2 threads): 1k spins 3.7 s wall, 10k 4.6 s, 100k 14.5 s.
-/// `LSE_SPIN` overrides (for experiments).
+/// Spin iterations (`pause`, 16 ns each on this Xeon, ~25 ns on Zen 4) a waiting thread takes
+/// before it starts yielding. `LSE_SPIN` overrides (for experiments).
 fn spin_iters() -> u32 {
     static N: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-    *N.get_or_init(|| {
-        std::env::var("LSE_SPIN")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(1_000)
-    })
+    *N.get_or_init(|| env_number("LSE_SPIN", 1_000))
+}
+
+/// How long a waiting thread keeps its CPU with `sched_yield` after spinning, before it parks.
+/// `LSE_YIELD_US` overrides (for experiments).
+fn yield_window() -> Duration {
+    static N: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    Duration::from_micros(*N.get_or_init(|| env_number("LSE_YIELD_US", 2_000)) as u64)
+}
+
+fn env_number(name: &str, default: u32) -> u32 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// The wait of a thread for another thread's next move: spin, then yield, then park (when
+/// [`Backoff::keep_waiting`] says no). A parked thread's vCPU halts, and on a virtual machine
+/// the hypervisor takes tens of microseconds to milliseconds to run it again when it is woken
+/// (SmolLM2 decode on a 2-vCPU guest: 80–133 tok/s parking after the spin, 154–192 never
+/// parking). A yield that gives the CPU to nobody keeps it busy; once a yield has handed it to
+/// another thread of this machine, every waiter parks straight after its spin for a while
+/// (yielding to a busy machine gives the CPU away for a whole time slice, where a parked thread
+/// that is woken runs again at once: 4-chunk scoring beside two busy loops took 5.7 s parking,
+/// 7.5 s yielding).
+struct Backoff {
+    spins: u32,
+    /// When the yielding began, and the thread's involuntary switches then.
+    yielding: Option<(Instant, i64)>,
+}
+
+/// Until when (ns after [`epoch`]) waiters park without yielding: a yield ran another thread.
+static YIELD_OFF_UNTIL: AtomicU64 = AtomicU64::new(0);
+/// How long waiters park without yielding after a yield ran another thread.
+const NO_YIELD: Duration = Duration::from_millis(100);
+
+fn epoch() -> Instant {
+    static E: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *E.get_or_init(Instant::now)
+}
+
+/// Times this thread was switched out while it could run (a yield that ran another thread
+/// counts). Linux only; elsewhere 0, and waiters yield for the whole window.
+fn involuntary_switches() -> i64 {
+    #[cfg(target_os = "linux")]
+    // SAFETY: getrusage writes the struct it is given.
+    unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_THREAD, &mut u);
+        u.ru_nivcsw as i64
+    }
+    #[cfg(not(target_os = "linux"))]
+    0
+}
+
+impl Backoff {
+    fn new() -> Backoff {
+        Backoff { spins: 0, yielding: None }
+    }
+
+    /// Waits a little; false when the thread should park instead.
+    fn keep_waiting(&mut self) -> bool {
+        if self.spins < spin_iters() {
+            self.spins += 1;
+            std::hint::spin_loop();
+            return true;
+        }
+        let now = Instant::now();
+        let at = now.duration_since(epoch()).as_nanos() as u64;
+        if at < YIELD_OFF_UNTIL.load(Ordering::Relaxed) {
+            return false;
+        }
+        let (since, switches) = *self.yielding.get_or_insert_with(|| (now, involuntary_switches()));
+        if now - since >= yield_window() {
+            return false;
+        }
+        std::thread::yield_now();
+        if involuntary_switches() != switches {
+            YIELD_OFF_UNTIL.store(at + NO_YIELD.as_nanos() as u64, Ordering::Relaxed);
+        }
+        true
+    }
 }
 
 struct Shared {
@@ -156,12 +229,9 @@ impl ThreadPool {
             s.next.store(usize::MAX / 2, Ordering::Relaxed);
         }
         // Wait for the workers to leave the job.
-        let mut spins = 0u32;
+        let mut backoff = Backoff::new();
         while s.busy.load(Ordering::Acquire) != 0 {
-            if spins < spin_iters() {
-                spins += 1;
-                std::hint::spin_loop();
-            } else {
+            if !backoff.keep_waiting() {
                 // the same pairing as the workers' parking, with the last worker's `busy` update
                 let g = s.done_lock.lock().unwrap_or_else(|e| e.into_inner());
                 s.caller_parked.store(true, Ordering::SeqCst);
@@ -192,17 +262,15 @@ fn work(s: &Shared, f: &(dyn Fn(usize) + Sync + '_)) {
 fn worker_loop(s: &Shared) {
     let mut seen = 0usize;
     loop {
-        // Wait for a new generation: spin, then park.
-        let mut spins = 0u32;
+        // Wait for a new generation: spin, yield, then park.
+        let mut backoff = Backoff::new();
         loop {
             let g = s.generation.load(Ordering::Acquire);
             if g != seen {
                 seen = g;
                 break;
             }
-            if spins < spin_iters() {
-                spins += 1;
-                std::hint::spin_loop();
+            if backoff.keep_waiting() {
                 continue;
             }
             let guard = s.lock.lock().unwrap_or_else(|e| e.into_inner());

@@ -1,0 +1,109 @@
+//! The thread pool's contract: every task runs exactly once per run, whether the workers were
+//! spinning, yielding or parked when it started; nested runs run inline; a task's panic reaches
+//! the caller and leaves the pool usable; runs from several threads are serialised.
+
+use lse_kernels::ThreadPool;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+/// Runs `n` tasks and checks each index ran once.
+fn run_counted(pool: &ThreadPool, n: usize) {
+    let counts: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
+    pool.run(n, &|i| {
+        counts[i].fetch_add(1, Ordering::Relaxed);
+    });
+    for (i, c) in counts.iter().enumerate() {
+        assert_eq!(c.load(Ordering::Relaxed), 1, "task {i} of {n}");
+    }
+}
+
+#[test]
+fn every_task_runs_once_back_to_back() {
+    for threads in [1, 2, 3] {
+        let pool = ThreadPool::new(threads);
+        for round in 0..2000 {
+            run_counted(&pool, 1 + round % 37);
+        }
+    }
+}
+
+#[test]
+fn runs_after_the_workers_parked() {
+    // Longer than the spin and the yield window: the workers (and, in the long task, the
+    // caller) park and must be woken.
+    let pool = ThreadPool::new(2);
+    for _ in 0..5 {
+        std::thread::sleep(Duration::from_millis(15));
+        run_counted(&pool, 8);
+        let done = AtomicUsize::new(0);
+        pool.run(2, &|i| {
+            if i == 1 {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            done.fetch_add(1, Ordering::Relaxed);
+        });
+        assert_eq!(done.load(Ordering::Relaxed), 2);
+    }
+}
+
+#[test]
+fn runs_beside_a_busy_thread() {
+    // Another runnable thread on the machine: waiters that yield hand it the CPU and then park.
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|sc| {
+        for _ in 0..2 {
+            sc.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            });
+        }
+        let pool = ThreadPool::new(2);
+        for round in 0..300 {
+            run_counted(&pool, 1 + round % 9);
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+}
+
+#[test]
+fn a_run_inside_a_task_runs_inline() {
+    let pool = ThreadPool::new(2);
+    let total = AtomicUsize::new(0);
+    pool.run(4, &|_| {
+        pool.run(3, &|_| {
+            total.fetch_add(1, Ordering::Relaxed);
+        });
+    });
+    assert_eq!(total.load(Ordering::Relaxed), 12);
+}
+
+#[test]
+fn a_panicking_task_reaches_the_caller_and_the_pool_goes_on() {
+    let pool = ThreadPool::new(2);
+    for bad in [0, 5] {
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            pool.run(6, &|i| {
+                if i == bad {
+                    panic!("task {i} fails");
+                }
+            })
+        }));
+        assert!(r.is_err());
+        run_counted(&pool, 6);
+    }
+}
+
+#[test]
+fn runs_from_two_threads_are_serialised() {
+    let pool = ThreadPool::new(2);
+    std::thread::scope(|sc| {
+        for _ in 0..2 {
+            sc.spawn(|| {
+                for round in 0..500 {
+                    run_counted(&pool, 1 + round % 13);
+                }
+            });
+        }
+    });
+}
