@@ -4,7 +4,7 @@
 
 mod http;
 
-use http::{cli_json, model, tmp_dir, Server};
+use http::{cli_json, model, tmp_dir, Server, TmpDir};
 use serde_json::{json, Value};
 
 #[test]
@@ -86,7 +86,8 @@ fn info_routes_and_tokenizer_round_trip() {
     let t = s.post("/tokenize", &json!({"prompt": "Hello world", "add_special_tokens": false})).json();
     let ids = t["tokens"].as_array().unwrap().clone();
     assert!(!ids.is_empty());
-    let cli = cli_json(&["--model", &m, "--tokenize", &write_tmp("tok", "Hello world").to_string_lossy()]);
+    let (_dir, file) = write_tmp("tok", "Hello world");
+    let cli = cli_json(&["--model", &m, "--tokenize", &file.to_string_lossy()]);
     assert_eq!(json!(ids), cli["ids"], "the server tokenizes as the CLI");
     let d = s.post("/detokenize", &json!({"tokens": ids})).json();
     assert_eq!(d["prompt"], "Hello world");
@@ -95,11 +96,12 @@ fn info_routes_and_tokenizer_round_trip() {
     assert_eq!(c["tokens"][0], 1, "special-token text is parsed by default");
 }
 
-fn write_tmp(name: &str, text: &str) -> std::path::PathBuf {
+/// A temp folder holding `text` as input.txt, and that file's path.
+fn write_tmp(name: &str, text: &str) -> (TmpDir, std::path::PathBuf) {
     let d = tmp_dir(name);
     let p = d.join("input.txt");
     std::fs::write(&p, text).unwrap();
-    p
+    (d, p)
 }
 
 #[test]
@@ -157,7 +159,7 @@ fn perplexity_endpoint_equals_the_cli_report() {
     let Some(m) = model() else { return };
     let raw = std::fs::read_to_string(lse_testdata::data("wiki.test.raw")).unwrap();
     let text: String = raw.chars().take(3000).collect::<String>().trim_end().to_string();
-    let file = write_tmp("ppl", &text);
+    let (_dir, file) = write_tmp("ppl", &text);
     let cli = cli_json(&["--model", &m, "--perplexity", &file.to_string_lossy(), "--perplexity-ctx", "128", "--perplexity-chunks", "3", "--perplexity-windows"]);
     let s = Server::start(&m, &[]);
     let r = s.post("/v1/perplexity", &json!({"text": text, "ctx": 128, "chunks": 3, "include_windows": true}));
@@ -280,7 +282,8 @@ fn chat_template_falls_back_to_chatml_and_can_be_set() {
     let s = Server::start(&m, &["--chat-template", "chatml"]);
     same_as(&s, chatml);
     drop(s);
-    let file = tmp_dir("chat-template").join("t.jinja");
+    let dir = tmp_dir("chat-template");
+    let file = dir.join("t.jinja");
     std::fs::write(&file, "{% for m in messages %}[{{ m.role | upper }}] {{ m.content }}\n{% endfor %}[ASSISTANT]").unwrap();
     let s = Server::start(&m, &["--chat-template-file", file.to_str().unwrap()]);
     same_as(&s, "[SYSTEM] Be brief.\n[USER] Hi\n[ASSISTANT]");

@@ -24,13 +24,16 @@ fn vocab_path(name: &str) -> Option<std::path::PathBuf> {
 }
 
 /// Writes the RWKV test vocabulary (tests/data/rwkv-synthetic-vocab.json) as a vocabulary-only
-/// GGUF in the temporary folder, once per process.
+/// GGUF in cargo's folder for test files (under target/, not the machine's /tmp), once per process
+/// (written to a file of this process and renamed, so concurrent runs each see a whole file).
 fn rwkv_synthetic() -> std::path::PathBuf {
+    static PATH: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    PATH.get_or_init(write_rwkv_synthetic).clone()
+}
+
+fn write_rwkv_synthetic() -> std::path::PathBuf {
     use lse_gguf::{GgufWriter, Value};
-    let path = std::env::temp_dir().join(format!("lse-rwkv-synthetic-{}.gguf", std::process::id()));
-    if path.exists() {
-        return path;
-    }
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("lse-rwkv-synthetic.gguf");
     let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/rwkv-synthetic-vocab.json");
     let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(src).unwrap()).unwrap();
     let mut w = GgufWriter::new();
@@ -45,7 +48,7 @@ fn rwkv_synthetic() -> std::path::PathBuf {
     w.add_kv("tokenizer.ggml.tokens", Value::Array(strings));
     let types = v["token_type"].as_array().unwrap().iter().map(|t| Value::I32(t.as_i64().unwrap() as i32)).collect();
     w.add_kv("tokenizer.ggml.token_type", Value::Array(types));
-    let tmp = path.with_extension("part");
+    let tmp = path.with_extension(format!("part.{}", std::process::id()));
     w.write(&tmp).unwrap();
     std::fs::rename(&tmp, &path).unwrap();
     path
