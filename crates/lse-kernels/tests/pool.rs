@@ -19,11 +19,13 @@ fn run_counted(pool: &ThreadPool, n: usize) {
 
 #[test]
 fn every_task_runs_once_back_to_back() {
-    for threads in [1, 2, 3] {
+    for threads in [1, 2, 3, 4] {
         let pool = ThreadPool::new(threads);
+        assert_eq!(pool.threads(), threads);
         for round in 0..2000 {
-            run_counted(&pool, 1 + round % 37);
+            run_counted(&pool, round % 37);
         }
+        run_counted(&pool, 1000);
     }
 }
 
@@ -68,29 +70,31 @@ fn runs_beside_a_busy_thread() {
 
 #[test]
 fn a_run_inside_a_task_runs_inline() {
-    let pool = ThreadPool::new(2);
-    let total = AtomicUsize::new(0);
-    pool.run(4, &|_| {
-        pool.run(3, &|_| {
-            total.fetch_add(1, Ordering::Relaxed);
+    for threads in [1, 2, 4] {
+        let pool = ThreadPool::new(threads);
+        let total = AtomicUsize::new(0);
+        pool.run(4, &|_| {
+            pool.run(3, &|_| {
+                total.fetch_add(1, Ordering::Relaxed);
+            });
         });
-    });
-    assert_eq!(total.load(Ordering::Relaxed), 12);
+        assert_eq!(total.load(Ordering::Relaxed), 12);
+    }
 }
 
 #[test]
 fn a_panicking_task_reaches_the_caller_and_the_pool_goes_on() {
     let pool = ThreadPool::new(2);
-    for bad in [0, 5] {
+    for (n, bad) in [(6, 0), (6, 5), (64, 37)] {
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            pool.run(6, &|i| {
+            pool.run(n, &|i| {
                 if i == bad {
                     panic!("task {i} fails");
                 }
             })
         }));
         assert!(r.is_err());
-        run_counted(&pool, 6);
+        run_counted(&pool, n);
     }
 }
 
