@@ -2,9 +2,11 @@
 //! a real client. Bad input gets a JSON error with the right status and never takes the server
 //! down; `/v1/perplexity` equals the CLI's report; echo + logprobs equal `--perplexity-pairs`.
 
+mod common;
 mod http;
 
-use http::{cli_json, model, tmp_dir, Server, TmpDir};
+use common::Tmp;
+use http::{cli_json, model, Server};
 use serde_json::{json, Value};
 
 #[test]
@@ -96,9 +98,13 @@ fn info_routes_and_tokenizer_round_trip() {
     assert_eq!(c["tokens"][0], 1, "special-token text is parsed by default");
 }
 
+fn tmp(name: &str) -> Tmp {
+    common::tmp("http", name)
+}
+
 /// A temp folder holding `text` as input.txt, and that file's path.
-fn write_tmp(name: &str, text: &str) -> (TmpDir, std::path::PathBuf) {
-    let d = tmp_dir(name);
+fn write_tmp(name: &str, text: &str) -> (Tmp, std::path::PathBuf) {
+    let d = tmp(name);
     let p = d.join("input.txt");
     std::fs::write(&p, text).unwrap();
     (d, p)
@@ -181,7 +187,7 @@ fn perplexity_endpoint_equals_the_cli_report() {
 fn echo_logprobs_equal_the_pairs_scores() {
     let Some(m) = model() else { return };
     let pairs = [("Question: what is the capital of France?\nAnswer:", " Paris is the capital."), ("The quick brown fox", " jumps over the lazy dog.")];
-    let d = tmp_dir("pairs");
+    let d = tmp("pairs");
     let f = d.join("pairs.jsonl");
     let lines: Vec<String> = pairs.iter().map(|(p, r)| json!({"prompt": p, "response": r}).to_string()).collect();
     std::fs::write(&f, lines.join("\n") + "\n").unwrap();
@@ -212,7 +218,7 @@ fn echo_logprobs_equal_the_pairs_scores() {
 
 #[test]
 fn a_model_that_fails_to_load_ends_the_server_with_one_line() {
-    let d = tmp_dir("badmodel");
+    let d = tmp("badmodel");
     let f = d.join("broken.gguf");
     std::fs::write(&f, b"GGUF\x03\x00\x00\x00garbage that is not a model").unwrap();
     let o = std::process::Command::new(http::BIN).args(["--model", &f.to_string_lossy(), "--port", "0"]).output().unwrap();
@@ -282,7 +288,7 @@ fn chat_template_falls_back_to_chatml_and_can_be_set() {
     let s = Server::start(&m, &["--chat-template", "chatml"]);
     same_as(&s, chatml);
     drop(s);
-    let dir = tmp_dir("chat-template");
+    let dir = tmp("chat-template");
     let file = dir.join("t.jinja");
     std::fs::write(&file, "{% for m in messages %}[{{ m.role | upper }}] {{ m.content }}\n{% endfor %}[ASSISTANT]").unwrap();
     let s = Server::start(&m, &["--chat-template-file", file.to_str().unwrap()]);

@@ -212,26 +212,3 @@ pub fn cli_json(args: &[&str]) -> Value {
     assert!(o.status.success(), "lse-server {args:?}: {}", String::from_utf8_lossy(&o.stderr));
     serde_json::from_slice(&o.stdout).unwrap()
 }
-
-/// A fresh temp folder for one test, removed when dropped.
-pub struct TmpDir(std::path::PathBuf);
-
-impl std::ops::Deref for TmpDir {
-    type Target = std::path::Path;
-    fn deref(&self) -> &std::path::Path {
-        &self.0
-    }
-}
-
-impl Drop for TmpDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-pub fn tmp_dir(name: &str) -> TmpDir {
-    let d = std::env::temp_dir().join(format!("lse-http-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    TmpDir(d)
-}
