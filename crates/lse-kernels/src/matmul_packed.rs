@@ -8,7 +8,6 @@
 use crate::matmul::{quantize_rows, quantize_rows_q8k_split, SendPtr, RANGE_BYTES, SCRATCH, SMALL_WORK};
 use crate::packed::{PackedMatrix, PMR, PNR};
 use crate::pool::ThreadPool;
-use crate::quant::DotType;
 use crate::simd;
 
 /// `y[m][n] = Σ_k x[m][k]·W[n][k]` for a packed `W` (see [`crate::packed`]).
@@ -110,18 +109,16 @@ fn run(pool: &ThreadPool, parts: &[Part], x: &[f32], m: usize) {
     if m == 0 || parts.iter().all(|q| q.n == 0) {
         return;
     }
-    let layout = simd::ActLayout::Split32;
-    let dot_type = |p: &PackedMatrix| if p.min() { DotType::Q8_1 } else { DotType::Q8_0 };
     // the distinct activation forms, in order of first use, and each part's form
     let mut forms: Vec<Form> = Vec::new();
     let mut form_of = Vec::with_capacity(parts.len());
+    let mut need = 0;
     for q in parts {
         let f = match forms.iter().position(|f| f.p.act_form() == q.p.act_form()) {
             Some(f) => f,
             None => {
-                let xrb = simd::act_row_bytes(layout, dot_type(q.p), k) + if q.p.sub16() { 4 * (k / 32) } else { 0 };
-                let at = forms.last().map_or(0, |f| f.at + m * f.xrb);
-                forms.push(Form { p: q.p, xrb, at });
+                forms.push(Form { p: q.p, xrb: q.p.act_row_bytes(), at: need });
+                need += m * q.p.act_row_bytes();
                 forms.len() - 1
             }
         };
@@ -130,7 +127,6 @@ fn run(pool: &ThreadPool, parts: &[Part], x: &[f32], m: usize) {
     let level = simd::level();
     SCRATCH.with(|s| {
         let mut buf = s.borrow_mut();
-        let need = forms.last().map_or(0, |f| f.at + m * f.xrb);
         if buf.len() < need {
             buf.resize(need, 0);
         }
@@ -140,7 +136,7 @@ fn run(pool: &ThreadPool, parts: &[Part], x: &[f32], m: usize) {
             if f.p.q8k_activations() {
                 quantize_rows_q8k_split(pool, level, xs, k, r1 - r0, part, f.xrb, f.p.sub16());
             } else {
-                quantize_rows(pool, level, layout, dot_type(f.p), xs, k, r1 - r0, part, f.xrb);
+                quantize_rows(pool, level, simd::ActLayout::Split32, f.p.act_dot_type(), xs, k, r1 - r0, part, f.xrb);
             }
             f.p.fold_corrections(part, r1 - r0, f.xrb);
         };

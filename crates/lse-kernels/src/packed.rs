@@ -304,9 +304,6 @@ impl PackedMatrix {
     pub(crate) fn group_bytes(&self) -> usize {
         self.k / 32 * self.block_bytes
     }
-    pub(crate) fn min(&self) -> bool {
-        self.min
-    }
     /// The activations are llama.cpp's Q8_K (k-quant weights), rewritten per 32-element block
     /// as Split32 (scale `d` of the super-block, `s = d·Σq` of the block).
     pub(crate) fn q8k_activations(&self) -> bool {
@@ -316,6 +313,21 @@ impl PackedMatrix {
     /// read the same quantized rows (Q8_K or not, Q8_1 or Q8_0, per-16 sums, offset shift).
     pub(crate) fn act_form(&self) -> (bool, bool, bool, i32) {
         (self.q8k_activations(), self.min, self.sub16(), if self.min { 0 } else { self.sh })
+    }
+    /// The dot type of the activation rows the tiles read: Q8_1 (with `s`) for weights with a
+    /// min, else Q8_0 (Q8_K activations are rewritten into the same Split32 rows).
+    pub(crate) fn act_dot_type(&self) -> crate::quant::DotType {
+        if self.min {
+            crate::quant::DotType::Q8_1
+        } else {
+            crate::quant::DotType::Q8_0
+        }
+    }
+    /// Bytes of one activation row the tiles read: a Split32 row, and for Q6_K the i32 sums of
+    /// its 16-element halves after it.
+    pub(crate) fn act_row_bytes(&self) -> usize {
+        crate::simd::act_row_bytes(crate::simd::ActLayout::Split32, self.act_dot_type(), self.k)
+            + if self.sub16() { 4 * (self.k / 32) } else { 0 }
     }
     /// Q6_K: two scales per 32-element block (the `m` slot holds the second), and the
     /// activation rows carry the i32 sums of every 16 quants instead of `s`.
