@@ -380,9 +380,11 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
             "--chat-template" | "--chat-template-file" if a.serve.chat_template.is_some() => {
                 return Err("give one of --chat-template and --chat-template-file".into())
             }
-            "--chat-template" => a.serve.chat_template = Some(v.to_string()),
+            // checked here, and `chatml` resolved to its source, like every other option
+            "--chat-template" => a.serve.chat_template = Some(crate::http::template::from_option(v)?.to_string()),
             "--chat-template-file" => {
                 let text = std::fs::read_to_string(v).map_err(|e| format!("cannot read --chat-template-file {v}: {e}"))?;
+                crate::http::template::check(&text).map_err(|e| format!("--chat-template-file {v}: {e}"))?;
                 a.serve.chat_template = Some(text);
             }
             "--quiet" => a.quiet = true,

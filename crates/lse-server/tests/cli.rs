@@ -69,6 +69,17 @@ fn wiki() -> String {
 // ---------- option validation (before the model loads) ----------
 
 #[test]
+fn chat_template_that_is_not_jinja_or_does_not_parse() {
+    fails(&["--model", &tiny(), "--chat-template", "gemma"], "Jinja source or chatml", None);
+    fails(&["--model", &tiny(), "--chat-template", "{% for m in messages %}"], "does not parse", None);
+    let d = tmp("template");
+    let f = d.join("t.jinja");
+    std::fs::write(&f, "{{ messages ").unwrap();
+    let l = fails(&["--model", &tiny(), "--chat-template-file", f.to_str().unwrap()], "does not parse", None);
+    assert!(l.contains("--chat-template-file"), "{l}");
+}
+
+#[test]
 fn ubatch_larger_than_batch() {
     let l = fails(&["--model", &tiny(), "--perplexity", &wiki(), "--batch-size", "256", "--ubatch-size", "512"], "--ubatch-size", None);
     assert!(l.contains("--batch-size"));

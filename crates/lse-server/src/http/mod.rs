@@ -17,7 +17,7 @@ mod scheduler;
 mod scoring;
 mod sse;
 mod state;
-mod template;
+pub(crate) mod template;
 
 use crate::args::Args;
 use axum::extract::DefaultBodyLimit;
@@ -36,18 +36,13 @@ const MAX_BODY: usize = 8 * 1024 * 1024;
 const QUEUE: usize = 256;
 
 pub fn serve(args: &Args, model: &Path) -> Result<(), String> {
-    // `--chat-template` checked and resolved (`chatml` → its source) before anything starts
-    let mut args = args.clone();
-    if let Some(t) = args.serve.chat_template.take() {
-        args.serve.chat_template = Some(template::from_option(&t)?.to_string());
-    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("lse-http")
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the async runtime: {e}"))?;
-    rt.block_on(run(&args, model))
+    rt.block_on(run(args, model))
 }
 
 fn router(app: AppState) -> Router {

@@ -53,8 +53,9 @@ pub fn from_option(option: &str) -> Result<&str, String> {
     Ok(option)
 }
 
-/// The template to serve: `--chat-template` (already resolved by [`from_option`]), else the
-/// GGUF's, else ChatML. Says on stderr when it falls back.
+/// The template to serve: `--chat-template` (resolved by [`from_option`] when the arguments are
+/// parsed) or `--chat-template-file`, else the GGUF's, else ChatML. Says on stderr when it falls
+/// back.
 pub fn choose(option: Option<&str>, gguf: Option<String>) -> String {
     match (option, gguf) {
         (Some(src), _) => src.to_string(),
