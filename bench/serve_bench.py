@@ -4,7 +4,10 @@
 Measures, per server:
   * single-stream decode tokens/s (one streamed completion, EOS ignored),
   * aggregate decode tokens/s with 4 and with 16 concurrent streams,
-  * time to first token of a 512-token prompt sent while 8 streams are already decoding.
+  * time to first token of a 512-token prompt sent while 8 streams are already decoding,
+  * time to first token of a 1,500-token prompt continued by 16 tokens after the 1,500 ran in an
+    earlier request, with `cache_prompt` true (both servers' default: the kept prefix is not run
+    again) and false.
 
 Standard library only. Each server is started on a free port, with the same thread count and
 16 slots, and stopped at the end. Usage:
@@ -69,9 +72,10 @@ def stop(p):
         p.kill()
 
 
-def stream(base, prompt, max_tokens, stop_event=None):
+def stream(base, prompt, max_tokens, stop_event=None, cache_prompt=True):
     """Streams a completion; returns (start, [arrival time of each chunk with text or tokens])."""
-    body = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True, "stream": True}
+    body = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True, "stream": True,
+            "cache_prompt": cache_prompt}
     req = urllib.request.Request(base + "/v1/completions", data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
     t0 = time.perf_counter()
@@ -149,6 +153,15 @@ def ttft_under_load(base, busy=8, prompt_len=512):
     return times[0] - t0
 
 
+def ttft_continued(base, cache_prompt, prompt_len=1500, extra=16):
+    rng = random.Random(1)
+    ids = [rng.randrange(1000, 20000) for _ in range(prompt_len)]
+    stream(base, ids, 2, cache_prompt=cache_prompt)  # an earlier request with the prompt
+    more = ids + [rng.randrange(1000, 20000) for _ in range(extra)]
+    t0, times = stream(base, more, 2, cache_prompt=cache_prompt)
+    return times[0] - t0
+
+
 def bench(kind, binary, args):
     p, base = start(kind, binary, args.model, args.threads, 16, args.ctx)
     try:
@@ -158,6 +171,8 @@ def bench(kind, binary, args):
         r["aggregate_4_tok_s"] = aggregate(base, 4, args.tokens)
         r["aggregate_16_tok_s"] = aggregate(base, 16, args.tokens)
         r["ttft_512_with_8_busy_s"] = ttft_under_load(base)
+        r["ttft_continued_1500_cached_s"] = ttft_continued(base, True)
+        r["ttft_continued_1500_uncached_s"] = ttft_continued(base, False)
         return r
     finally:
         stop(p)
@@ -183,7 +198,8 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
-    keys = ["single_stream_tok_s", "aggregate_4_tok_s", "aggregate_16_tok_s", "ttft_512_with_8_busy_s"]
+    keys = ["single_stream_tok_s", "aggregate_4_tok_s", "aggregate_16_tok_s", "ttft_512_with_8_busy_s",
+            "ttft_continued_1500_cached_s", "ttft_continued_1500_uncached_s"]
     print(f"{'metric':28}" + "".join(f"{k:>16}" for k in results))
     for k in keys:
         print(f"{k:28}" + "".join(f"{results[s][k]:16.3f}" for s in results))

@@ -58,6 +58,20 @@ impl Session {
         self.tokens.truncate(n);
         Ok(())
     }
+
+    /// How many of this session's tokens a sequence with `prompt` can keep (prefix reuse, see
+    /// [`Engine::start_sequence_in`]): their common prefix, less the prompt's last token, which
+    /// must run again to give the first logits. A recurrent model's state cannot be rewound, so
+    /// there the session is kept only when all its tokens are such a prefix (else 0).
+    pub fn reusable_prefix(&self, prompt: &[u32]) -> usize {
+        let common = self.tokens.iter().zip(prompt).take_while(|(a, b)| a == b).count();
+        let n = common.min(prompt.len().saturating_sub(1));
+        if self.recurrent && n != self.tokens.len() {
+            0
+        } else {
+            n
+        }
+    }
 }
 
 impl Engine {

@@ -1,8 +1,9 @@
 //! Sessions and the batched forward: a session's logits are bit-identical alone and sharing
 //! passes with other sessions (prefill and decode rows mixed, any batch/ubatch split); decoding a
-//! text one token at a time gives the logits of its one-pass prefill; truncate and reset rewind.
+//! text one token at a time gives the logits of its one-pass prefill; truncate and reset rewind;
+//! a generation started in a kept session (prefix reuse) is the one a new session gives.
 
-use lse_engine::{Batch, Engine, EngineOptions, Session};
+use lse_engine::{Batch, Engine, EngineOptions, GenerateRequest, Prompt, SamplingParams, Sequence, Session};
 use std::path::PathBuf;
 
 fn synthetic(name: &str) -> PathBuf {
@@ -220,4 +221,85 @@ fn gemma3_decode_matches_prefill() {
 #[test]
 fn qwen25coder_decode_matches_prefill() {
     assert_eq!(decode_vs_prefill("qwen25coder"), (0.0, 0.0));
+}
+
+/// A greedy request for `prompt` (ids), `n` tokens.
+fn greedy(prompt: &[u32], n: i64) -> GenerateRequest {
+    GenerateRequest {
+        prompt: Prompt::Tokens(prompt.to_vec()),
+        max_tokens: n,
+        ignore_eos: true,
+        top_logprobs: 3,
+        sampling: SamplingParams { temperature: 0.0, repeat_penalty: 1.3, ..Default::default() },
+        ..Default::default()
+    }
+}
+
+fn run_to_end(e: &Engine, mut s: Sequence) -> Sequence {
+    while !s.is_done() {
+        e.step(&mut [&mut s], 7).unwrap();
+    }
+    s
+}
+
+/// A step's token, log-prob bits and its alternatives' (id, log-prob bits).
+type StepBits = (u32, u64, Vec<(u32, u64)>);
+
+/// Every step of a finished sequence, bit for bit.
+fn outcome(s: &Sequence) -> Vec<StepBits> {
+    s.steps.iter().map(|t| (t.id, t.logprob.to_bits(), t.top.iter().map(|&(i, l)| (i, l.to_bits())).collect())).collect()
+}
+
+/// Starts `second` in the session `first` left and checks it against a new session: the same
+/// tokens and log-probs bit for bit, `want_cached` prompt tokens kept.
+fn check_reuse(e: &Engine, first: &GenerateRequest, second: &GenerateRequest, want_cached: usize) {
+    let a = run_to_end(e, e.start_sequence(first).unwrap());
+    let reused = e.start_sequence_in(second, Some(a.into_session())).unwrap();
+    assert_eq!(reused.cached_tokens(), want_cached, "prompt tokens kept");
+    assert_eq!(reused.prompt_left(), e.prompt_ids(second).len() - want_cached);
+    let reused = run_to_end(e, reused);
+    let fresh = run_to_end(e, e.start_sequence(second).unwrap());
+    assert_eq!(fresh.cached_tokens(), 0);
+    assert!(outcome(&reused) == outcome(&fresh), "a generation in a kept session differs from one in a new session");
+}
+
+#[test]
+fn a_generation_in_a_kept_session_equals_one_in_a_new_session() {
+    for name in ["llama-tiny", "gemma3-tiny", "qwen35-tiny"] {
+        let e = load(&synthetic(name), 2048, 512);
+        let v = e.n_vocab();
+        let p = ids(7, 40, v);
+        let a = run_to_end(&e, e.start_sequence(&greedy(&p, 6)).unwrap());
+        // the session holds the prompt and the 5 tokens fed after it (the 6th was not fed)
+        let mut next: Vec<u32> = p.iter().copied().chain(a.ids()).collect();
+        next.extend(ids(8, 9, v));
+        check_reuse(&e, &greedy(&p, 6), &greedy(&next, 8), 45);
+        // the same prompt again: all but its last token are kept
+        check_reuse(&e, &greedy(&p, 6), &greedy(&p, 8), if name == "qwen35-tiny" { 0 } else { 39 });
+        // a prompt that leaves the kept tokens after 25 of them
+        let mut other = p[..25].to_vec();
+        other.extend(ids(9, 12, v));
+        check_reuse(&e, &greedy(&p, 6), &greedy(&other, 8), if name == "qwen35-tiny" { 0 } else { 25 });
+        // nothing in common
+        check_reuse(&e, &greedy(&p, 6), &greedy(&ids(10, 30, v), 8), 0);
+    }
+}
+
+#[test]
+fn reusable_prefix_keeps_the_last_prompt_token_to_run() {
+    let e = load(&synthetic("llama-tiny"), 2048, 512);
+    let mut s = e.new_session(None).unwrap();
+    let t = ids(11, 10, e.n_vocab());
+    let mut b = Batch::new();
+    b.add_tokens(0, 0, &t, |_| false);
+    e.forward(&mut [&mut s], &b.rows).unwrap();
+    assert_eq!(s.reusable_prefix(&t), 9);
+    assert_eq!(s.reusable_prefix(&t[..4]), 3);
+    assert_eq!(s.reusable_prefix(&[t[0]]), 0);
+    assert_eq!(s.reusable_prefix(&[]), 0);
+    let mut longer = t.clone();
+    longer.push(3);
+    assert_eq!(s.reusable_prefix(&longer), 10);
+    longer[6] ^= 1;
+    assert_eq!(s.reusable_prefix(&longer), 6);
 }

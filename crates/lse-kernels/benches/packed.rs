@@ -3,7 +3,7 @@
 //! Each shape runs `LSE_BENCH_ROUNDS` (5) rounds of (roofline, packed tile) back to back and prints
 //! the median and best of the per-round shares: on a shared machine the core's speed moves from
 //! minute to minute, and a share of one peak measured at the start moved with it (55–80 % for the
-//! same binary within an hour).
+//! same binary within an hour). `LSE_BENCH_TYPES` (e.g. `q6_k,q8_0`) runs only those types' shapes.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -30,6 +30,8 @@ fn main() {
     if lse_kernels::simd::level() == lse_kernels::simd::Level::Avx2 {
         println!("AVX2 Q8_0 x Q8_0 step alone (broadcast, sign, maddubs, madd, add): {:.0} GFLOP/s", roofline::avx2_q8_gflops());
     }
+    // `LSE_BENCH_TYPES=q6_k,q8_0` runs only those types' shapes
+    let only: Option<Vec<String>> = std::env::var("LSE_BENCH_TYPES").ok().map(|v| v.split(',').map(|s| s.trim().to_ascii_lowercase()).collect());
     let pool = ThreadPool::new(1);
     let mut rng = Rng::new(3);
     for (t, n, k, m) in [
@@ -44,6 +46,9 @@ fn main() {
         (GgmlType::Q4_K, 2048, 1024, 512),
         (GgmlType::Q6_K, 640, 2048, 512),
     ] {
+        if only.as_ref().is_some_and(|o| !o.iter().any(|s| *s == t.name().to_ascii_lowercase())) {
+            continue;
+        }
         let w = random_weights(&mut rng, t, n, k);
         let x = random_acts(&mut rng, m, k);
         let p = PackedMatrix::new(&pool, t, &w, n, k).unwrap();

@@ -55,6 +55,8 @@ pub struct Sequence {
     prompt: Vec<u32>,
     /// Prompt tokens already fed.
     fed: usize,
+    /// Prompt tokens found in the session it started in (not run again).
+    cached: usize,
     /// Sampled but not fed yet.
     next: Option<u32>,
     sampler: Sampler,
@@ -90,6 +92,16 @@ impl Sequence {
         self.finish.get_or_insert(FinishReason::Stop);
     }
 
+    /// Prompt tokens whose KV rows came from the session the sequence started in.
+    pub fn cached_tokens(&self) -> usize {
+        self.cached
+    }
+
+    /// The session, to start another sequence in (see [`Engine::start_sequence_in`]).
+    pub fn into_session(self) -> Session {
+        self.session
+    }
+
     pub fn ids(&self) -> Vec<u32> {
         self.steps.iter().map(|s| s.id).collect()
     }
@@ -106,11 +118,25 @@ pub struct StepStats {
 impl Engine {
     /// Tokenizes and checks a request; the sequence owns a fresh session of `--kv-len` tokens.
     pub fn start_sequence(&self, req: &GenerateRequest) -> Result<Sequence, EngineError> {
-        req.validate().map_err(EngineError::InvalidRequest)?;
-        let prompt = match &req.prompt {
+        self.start_sequence_in(req, None)
+    }
+
+    /// The request's prompt as token ids (a text is tokenized with special tokens parsed).
+    pub fn prompt_ids(&self, req: &GenerateRequest) -> Vec<u32> {
+        match &req.prompt {
             Prompt::Text(t) => self.tokenizer().tokenize(t, req.add_special, true),
             Prompt::Tokens(t) => t.clone(),
-        };
+        }
+    }
+
+    /// As [`Engine::start_sequence`], in `session` when one is given (prefix reuse, llama-server's
+    /// `cache_prompt`): the tokens it shares with the prompt ([`Session::reusable_prefix`]) stay
+    /// and only the rest of the prompt runs; whatever else it held is dropped. Batch invariance
+    /// makes the kept rows exactly those a fresh prefill would compute, so the generation is
+    /// bit-identical to one in a new session.
+    pub fn start_sequence_in(&self, req: &GenerateRequest, session: Option<Session>) -> Result<Sequence, EngineError> {
+        req.validate().map_err(EngineError::InvalidRequest)?;
+        let prompt = self.prompt_ids(req);
         if prompt.is_empty() {
             return Err(EngineError::InvalidRequest("the prompt has no tokens".into()));
         }
@@ -127,10 +153,26 @@ impl Engine {
                 self.kv_capacity()
             )));
         }
+        let (session, fed) = match session {
+            Some(mut s) => {
+                let keep = s.reusable_prefix(&prompt);
+                s.truncate(keep)?;
+                (s, keep)
+            }
+            None => (self.new_session(None)?, 0),
+        };
+        if prompt.len() >= session.capacity() {
+            return Err(EngineError::InvalidRequest(format!(
+                "the prompt has {} tokens; the session holds {}, leaving no room to generate",
+                prompt.len(),
+                session.capacity()
+            )));
+        }
         Ok(Sequence {
-            session: self.new_session(None)?,
+            session,
             prompt,
-            fed: 0,
+            fed,
+            cached: fed,
             next: None,
             sampler: Sampler::new(&req.sampling),
             max_tokens: req.max_tokens as usize,

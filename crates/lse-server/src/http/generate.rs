@@ -15,6 +15,8 @@ pub struct Outcome {
     pub steps: Vec<StepToken>,
     pub finish: Option<FinishReason>,
     pub prompt_tokens: usize,
+    /// Prompt tokens found in a kept session (see `scheduler`).
+    pub cached_tokens: usize,
     pub completion_tokens: usize,
 }
 
@@ -26,11 +28,12 @@ pub fn finish_name(f: Option<FinishReason>) -> &'static str {
     }
 }
 
-/// Submits the requests (index = position) and returns the stream of their events.
-pub fn start(sched: &Scheduler, reqs: Vec<(usize, GenerateRequest)>) -> ApiResult<mpsc::UnboundedReceiver<Event>> {
+/// Submits the requests (index = position) and returns the stream of their events;
+/// `cache_prompt`: each may start in a kept session that shares a prefix with its prompt.
+pub fn start(sched: &Scheduler, reqs: Vec<(usize, GenerateRequest)>, cache_prompt: bool) -> ApiResult<mpsc::UnboundedReceiver<Event>> {
     let (tx, rx) = mpsc::unbounded_channel();
     for (index, req) in reqs {
-        sched.submit(Job::Generate { index, req, tx: tx.clone() })?;
+        sched.submit(Job::Generate { index, req, cache_prompt, tx: tx.clone() })?;
     }
     Ok(rx)
 }
@@ -46,10 +49,11 @@ pub async fn collect(mut rx: mpsc::UnboundedReceiver<Event>, n: usize) -> ApiRes
                 o.text.push_str(&text);
                 o.steps.extend(steps);
             }
-            Some(Event::Done { index, finish, prompt_tokens, completion_tokens }) => {
+            Some(Event::Done { index, finish, prompt_tokens, cached_tokens, completion_tokens }) => {
                 let o = &mut out[index];
                 o.finish = Some(finish);
                 o.prompt_tokens = prompt_tokens;
+                o.cached_tokens = cached_tokens;
                 o.completion_tokens = completion_tokens;
                 left -= 1;
             }

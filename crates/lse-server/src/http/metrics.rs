@@ -8,6 +8,8 @@ pub struct Metrics {
     pub requests: AtomicU64,
     pub requests_failed: AtomicU64,
     pub prompt_tokens: AtomicU64,
+    /// Prompt tokens found in a kept session (prefix reuse), not run again.
+    pub prompt_tokens_cached: AtomicU64,
     pub generated_tokens: AtomicU64,
     pub queue_depth: AtomicU64,
     pub busy_sequences: AtomicU64,
@@ -47,6 +49,7 @@ impl Metrics {
         put("requests_total", "counter", "HTTP requests to the model endpoints.", g(&self.requests) as f64);
         put("requests_failed_total", "counter", "Model requests answered with an error.", g(&self.requests_failed) as f64);
         put("prompt_tokens_total", "counter", "Prompt tokens processed.", g(&self.prompt_tokens) as f64);
+        put("prompt_tokens_cached_total", "counter", "Prompt tokens found in a kept session (prefix reuse), not run again.", g(&self.prompt_tokens_cached) as f64);
         put("tokens_predicted_total", "counter", "Tokens generated.", g(&self.generated_tokens) as f64);
         put("scoring_requests_total", "counter", "Perplexity and prompt log-prob jobs run.", g(&self.scoring_requests) as f64);
         put("queue_depth", "gauge", "Jobs waiting for the scheduler.", g(&self.queue_depth) as f64);

@@ -15,6 +15,7 @@ mod prompts;
 mod routes;
 mod scheduler;
 mod scoring;
+mod session_cache;
 mod sse;
 mod state;
 pub(crate) mod template;

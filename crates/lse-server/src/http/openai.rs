@@ -20,12 +20,16 @@ pub fn now_secs() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
-pub fn usage(prompt: usize, completion: usize) -> Value {
-    json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion})
+/// OpenAI's usage object; `cached`: prompt tokens found in a kept session (OpenAI's
+/// `prompt_tokens_details.cached_tokens`).
+pub fn usage(prompt: usize, cached: usize, completion: usize) -> Value {
+    json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+           "prompt_tokens_details": {"cached_tokens": cached}})
 }
 
 pub fn usage_of(outs: &[Outcome]) -> Value {
-    usage(outs.iter().map(|o| o.prompt_tokens).sum(), outs.iter().map(|o| o.completion_tokens).sum())
+    let sum = |f: fn(&Outcome) -> usize| outs.iter().map(f).sum();
+    usage(sum(|o| o.prompt_tokens), sum(|o| o.cached_tokens), sum(|o| o.completion_tokens))
 }
 
 /// A token's text as llama.cpp's token-to-piece renders it (special tokens shown), lossy UTF-8.

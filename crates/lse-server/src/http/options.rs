@@ -104,6 +104,12 @@ pub fn validated(r: GenerateRequest) -> ApiResult<GenerateRequest> {
 }
 
 /// `stream` and `stream_options.include_usage`.
+/// llama-server's `cache_prompt` (default true): the request may start in a kept session
+/// sharing a prefix with its prompt. The output is the same either way (batch invariance).
+pub fn cache_prompt(f: &Fields) -> ApiResult<bool> {
+    Ok(f.bool("cache_prompt")?.unwrap_or(true))
+}
+
 pub fn stream_flags(f: &Fields) -> ApiResult<(bool, bool)> {
     let stream = f.bool("stream")?.unwrap_or(false);
     let usage = match f.get("stream_options") {

@@ -1,7 +1,9 @@
 //! The one thread that drives the engine: a bounded queue of jobs, at most `--parallel`
 //! sequences stepped together through one batched forward per step (prompt slices of at most
 //! `PROMPT_BUDGET` rows ride along with running decodes), text deltas streamed back through
-//! channels, a sequence dropped as soon as its client's channel closes. Scoring jobs
+//! channels, a sequence dropped as soon as its client's channel closes. The sessions of ended
+//! sequences stay in a [`SessionCache`] (running plus kept sessions stay within `--parallel`), and
+//! a new prompt starts in the one sharing the longest prefix with it. Scoring jobs
 //! (perplexity, prompt log-probs) run on the same thread, in queue order, once the sequences
 //! admitted before them have finished. A panic inside engine work fails the jobs it touched;
 //! the thread goes on.
@@ -9,6 +11,7 @@
 use super::errors::{from_engine, from_eval, ApiError};
 use super::metrics::Metrics;
 use super::scoring::{prompt_logprobs, PromptLogprob};
+use super::session_cache::SessionCache;
 use lse_engine::generation::StepToken;
 use lse_engine::{Engine, FinishReason, GenerateRequest, Sequence};
 use std::collections::VecDeque;
@@ -27,15 +30,17 @@ pub const PROMPT_BUDGET: usize = 256;
 pub enum Event {
     /// New text (safe to show) and the tokens sampled since the last event.
     Delta { index: usize, text: String, steps: Vec<StepToken> },
-    /// The end; `completion_tokens` counts every sampled token.
-    Done { index: usize, finish: FinishReason, prompt_tokens: usize, completion_tokens: usize },
+    /// The end; `completion_tokens` counts every sampled token, `cached_tokens` the prompt
+    /// tokens found in a kept session (not run again).
+    Done { index: usize, finish: FinishReason, prompt_tokens: usize, cached_tokens: usize, completion_tokens: usize },
     Error { index: usize, error: ApiError },
 }
 
 pub type Reply<T> = oneshot::Sender<Result<T, ApiError>>;
 
 pub enum Job {
-    Generate { index: usize, req: GenerateRequest, tx: mpsc::UnboundedSender<Event> },
+    /// `cache_prompt`: start in the kept session sharing the longest prefix with the prompt.
+    Generate { index: usize, req: GenerateRequest, cache_prompt: bool, tx: mpsc::UnboundedSender<Event> },
     Perplexity { req: lse_eval::PerplexityRequest, tx: Reply<serde_json::Value> },
     PromptLogprobs { ids: Vec<u32>, top_k: usize, tx: Reply<Vec<PromptLogprob>> },
     /// Wakes the thread to notice shutdown.
@@ -53,7 +58,9 @@ impl Scheduler {
     pub fn start(engine: Arc<Engine>, parallel: usize, queue: usize, metrics: Arc<Metrics>) -> (Scheduler, std::thread::JoinHandle<()>) {
         let (tx, rx) = sync_channel(queue.max(1));
         let stop = Arc::new(AtomicBool::new(false));
-        let worker = Worker { engine, parallel: parallel.max(1), metrics, stop: stop.clone(), running: Vec::new(), waiting: VecDeque::new() };
+        let parallel = parallel.max(1);
+        let cache = SessionCache::new(parallel);
+        let worker = Worker { engine, parallel, metrics, stop: stop.clone(), running: Vec::new(), waiting: VecDeque::new(), cache };
         let handle = std::thread::Builder::new().name("lse-scheduler".into()).spawn(move || worker.run(rx)).expect("spawn the scheduler thread");
         (Scheduler { tx, stop }, handle)
     }
@@ -90,6 +97,7 @@ struct Worker {
     stop: Arc<AtomicBool>,
     running: Vec<Running>,
     waiting: VecDeque<Job>,
+    cache: SessionCache,
 }
 
 fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
@@ -122,7 +130,7 @@ impl Worker {
                 self.fail_all();
                 break;
             }
-            self.running.retain(|r| !r.tx.is_closed());
+            self.retire(|r| r.tx.is_closed());
             self.admit();
             self.metrics.queue_depth.store(self.waiting.len() as u64, Relaxed);
             self.metrics.busy_sequences.store(self.running.len() as u64, Relaxed);
@@ -146,11 +154,19 @@ impl Worker {
                     self.waiting.pop_front();
                 }
                 Job::Generate { .. } if self.running.len() < self.parallel => {
-                    let Some(Job::Generate { index, req, tx }) = self.waiting.pop_front() else { unreachable!() };
+                    let Some(Job::Generate { index, req, cache_prompt, tx }) = self.waiting.pop_front() else { unreachable!() };
                     let engine = &self.engine;
-                    match catch_unwind(AssertUnwindSafe(|| engine.start_sequence(&req))) {
+                    // a kept session serves when it shares a prefix; past `--parallel` sessions in
+                    // all, the least recently used one is emptied and serves
+                    let recycle = self.running.len() + self.cache.len() >= self.parallel;
+                    let cache = &mut self.cache;
+                    match catch_unwind(AssertUnwindSafe(|| {
+                        let session = cache.take(&engine.prompt_ids(&req), cache_prompt, recycle);
+                        engine.start_sequence_in(&req, session)
+                    })) {
                         Ok(Ok(seq)) => {
                             self.metrics.prompt_tokens.fetch_add(seq.prompt().len() as u64, Relaxed);
+                            self.metrics.prompt_tokens_cached.fetch_add(seq.cached_tokens() as u64, Relaxed);
                             self.running.push(Running { index, seq, tx, steps_sent: 0 });
                         }
                         Ok(Err(e)) => {
@@ -215,7 +231,7 @@ impl Worker {
             Err(p) => return self.fail_running(internal_panic(p)),
         }
         let metrics = &self.metrics;
-        self.running.retain_mut(|r| {
+        for r in &mut self.running {
             let new_steps = r.seq.steps.len() - r.steps_sent;
             metrics.generated_tokens.fetch_add(new_steps as u64, Relaxed);
             let steps = r.seq.steps[r.steps_sent..].to_vec();
@@ -225,19 +241,31 @@ impl Worker {
             if !text.is_empty() || !steps.is_empty() {
                 let _ = r.tx.send(Event::Delta { index: r.index, text, steps });
             }
-            match done {
-                Some(finish) => {
-                    let _ = r.tx.send(Event::Done {
-                        index: r.index,
-                        finish,
-                        prompt_tokens: r.seq.prompt().len(),
-                        completion_tokens: r.seq.steps.len(),
-                    });
-                    false
-                }
-                None => !r.tx.is_closed(),
+            if let Some(finish) = done {
+                let _ = r.tx.send(Event::Done {
+                    index: r.index,
+                    finish,
+                    prompt_tokens: r.seq.prompt().len(),
+                    cached_tokens: r.seq.cached_tokens(),
+                    completion_tokens: r.seq.steps.len(),
+                });
             }
-        });
+        }
+        self.retire(|r| r.seq.is_done() || r.tx.is_closed());
+    }
+
+    /// Ends the running sequences for which `gone` holds; their sessions are kept for later
+    /// prompts (between steps a session's KV rows are whole).
+    fn retire(&mut self, gone: impl Fn(&Running) -> bool) {
+        let mut keep = Vec::with_capacity(self.running.len());
+        for r in std::mem::take(&mut self.running) {
+            if gone(&r) {
+                self.cache.put(r.seq.into_session());
+            } else {
+                keep.push(r);
+            }
+        }
+        self.running = keep;
     }
 
     fn fail_running(&mut self, error: ApiError) {

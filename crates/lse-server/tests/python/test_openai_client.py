@@ -26,6 +26,8 @@ def test_completion_text_and_token_ids_agree(client, server):
     b = client.completions.create(model="smol", prompt=ids, max_tokens=8, temperature=0)
     assert b.choices[0].text == a.choices[0].text
     assert b.usage.prompt_tokens == len(ids)
+    # the same prompt again: its session was kept, all but the last prompt token are reused
+    assert b.usage.prompt_tokens_details.cached_tokens == len(ids) - 1
 
 
 def test_completion_stream_equals_the_whole(client):

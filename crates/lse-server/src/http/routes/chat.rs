@@ -4,7 +4,7 @@ use crate::http::body::{wrong, Fields, JsonObject};
 use crate::http::errors::{ApiError, ApiResult};
 use crate::http::generate::{self, finish_name};
 use crate::http::openai::{now_secs, piece, response_id, usage, usage_of};
-use crate::http::options::{generate_request, stream_flags, validated};
+use crate::http::options::{cache_prompt, generate_request, stream_flags, validated};
 use crate::http::scheduler::Event;
 use crate::http::sse;
 use crate::http::state::{AppState, Ready};
@@ -119,7 +119,7 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
     let model = app.model_id();
     let id = response_id("chatcmpl");
     let created = now_secs();
-    let mut rx = generate::start(&ready.scheduler, vec![(0, req)])?;
+    let mut rx = generate::start(&ready.scheduler, vec![(0, req)], cache_prompt(&f)?)?;
     if !stream {
         let outs = generate::collect(rx, 1).await?;
         let o = &outs[0];
@@ -150,7 +150,7 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
             return;
         }
         let mut next = Some(first);
-        let mut totals = (0, 0);
+        let mut totals = (0, 0, 0);
         loop {
             let ev = match next.take() {
                 Some(e) => e,
@@ -164,8 +164,8 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
                     let lp = if want_logprobs { json!({"content": logprobs_content(&engine, &steps)}) } else { Value::Null };
                     chunk(json!({"content": text}), lp, Value::Null)
                 }
-                Event::Done { finish, prompt_tokens, completion_tokens, .. } => {
-                    totals = (prompt_tokens, completion_tokens);
+                Event::Done { finish, prompt_tokens, cached_tokens, completion_tokens, .. } => {
+                    totals = (prompt_tokens, cached_tokens, completion_tokens);
                     let _ = out.json(&chunk(json!({}), Value::Null, json!(finish_name(Some(finish))))).await;
                     break;
                 }
@@ -179,7 +179,7 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
             }
         }
         if include_usage {
-            let u = json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model, "choices": [], "usage": usage(totals.0, totals.1)});
+            let u = json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model, "choices": [], "usage": usage(totals.0, totals.1, totals.2)});
             let _ = out.json(&u).await;
         }
         out.done().await;

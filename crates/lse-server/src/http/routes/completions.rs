@@ -5,7 +5,7 @@ use crate::http::body::{Fields, JsonObject};
 use crate::http::errors::{ApiError, ApiResult};
 use crate::http::generate::{self, finish_name, Outcome};
 use crate::http::openai::{now_secs, response_id, usage, usage_of, LogprobsObject};
-use crate::http::options::{generate_request, stream_flags, validated, DEFAULT_MAX_TOKENS};
+use crate::http::options::{cache_prompt, generate_request, stream_flags, validated, DEFAULT_MAX_TOKENS};
 use crate::http::prompts::{self, PromptIn};
 use crate::http::scheduler::Event;
 use crate::http::scoring::PromptLogprob;
@@ -35,6 +35,7 @@ struct Plan {
     echo: bool,
     logprobs: Option<usize>,
     max_tokens: i64,
+    cache_prompt: bool,
     model: String,
 }
 
@@ -63,7 +64,7 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
         }
         reqs.push((i, r));
     }
-    let plan = Plan { prompts, reqs, echo, logprobs, max_tokens, model: app.model_id() };
+    let plan = Plan { prompts, reqs, echo, logprobs, max_tokens, cache_prompt: cache_prompt(&f)?, model: app.model_id() };
     // prompt log-probs first (the scoring path), then the generations
     let mut prompt_lps: Vec<Vec<PromptLogprob>> = vec![Vec::new(); plan.prompts.len()];
     if echo && logprobs.is_some() {
@@ -75,7 +76,7 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
         return stream_response(ready, plan, prompt_lps, include_usage).await;
     }
     let outs = if max_tokens > 0 {
-        let rx = generate::start(&ready.scheduler, plan.reqs.clone())?;
+        let rx = generate::start(&ready.scheduler, plan.reqs.clone(), plan.cache_prompt)?;
         generate::collect(rx, plan.prompts.len()).await?
     } else {
         plan.prompts.iter().map(|p| Outcome { prompt_tokens: p.ids.len(), ..Default::default() }).collect()
@@ -116,7 +117,7 @@ fn chunk(id: &str, model: &str, created: u64, choice: Value) -> Value {
 
 async fn stream_response(ready: &Ready, plan: Plan, prompt_lps: Vec<Vec<PromptLogprob>>, include_usage: bool) -> ApiResult<Response> {
     let n = plan.prompts.len();
-    let mut rx = if plan.max_tokens > 0 { Some(generate::start(&ready.scheduler, plan.reqs.clone())?) } else { None };
+    let mut rx = if plan.max_tokens > 0 { Some(generate::start(&ready.scheduler, plan.reqs.clone(), plan.cache_prompt)?) } else { None };
     // the first event decides the status: an error before any output is an HTTP error
     let first = match rx.as_mut() {
         Some(r) => match r.recv().await {
@@ -133,8 +134,7 @@ async fn stream_response(ready: &Ready, plan: Plan, prompt_lps: Vec<Vec<PromptLo
         let created = now_secs();
         let m = plan.model.as_str();
         let mut offsets = vec![0usize; n];
-        let mut prompt_tokens = 0;
-        let mut completion_tokens = 0;
+        let (mut prompt_tokens, mut cached_tokens, mut completion_tokens) = (0, 0, 0);
         if plan.echo {
             for (i, p) in plan.prompts.iter().enumerate() {
                 let lp = plan.logprobs.map(|_| {
@@ -154,7 +154,7 @@ async fn stream_response(ready: &Ready, plan: Plan, prompt_lps: Vec<Vec<PromptLo
                 let _ = out.json(&chunk(&id, m, created, json!({"text": "", "index": i, "logprobs": null, "finish_reason": "length"}))).await;
             }
             if include_usage {
-                let _ = out.json(&json!({"id": id, "object": "text_completion", "created": created, "model": m, "choices": [], "usage": usage(prompt_tokens, 0)})).await;
+                let _ = out.json(&json!({"id": id, "object": "text_completion", "created": created, "model": m, "choices": [], "usage": usage(prompt_tokens, 0, 0)})).await;
             }
             out.done().await;
             return;
@@ -179,9 +179,10 @@ async fn stream_response(ready: &Ready, plan: Plan, prompt_lps: Vec<Vec<PromptLo
                     offsets[index] += text.len();
                     chunk(&id, m, created, json!({"text": text, "index": index, "logprobs": lp, "finish_reason": null}))
                 }
-                Event::Done { index, finish, prompt_tokens: p, completion_tokens: c } => {
+                Event::Done { index, finish, prompt_tokens: p, cached_tokens: k, completion_tokens: c } => {
                     left -= 1;
                     prompt_tokens += p;
+                    cached_tokens += k;
                     completion_tokens += c;
                     chunk(&id, m, created, json!({"text": "", "index": index, "logprobs": null, "finish_reason": finish_name(Some(finish))}))
                 }
@@ -195,7 +196,7 @@ async fn stream_response(ready: &Ready, plan: Plan, prompt_lps: Vec<Vec<PromptLo
             }
         }
         if include_usage {
-            let _ = out.json(&json!({"id": id, "object": "text_completion", "created": created, "model": m, "choices": [], "usage": usage(prompt_tokens, completion_tokens)})).await;
+            let _ = out.json(&json!({"id": id, "object": "text_completion", "created": created, "model": m, "choices": [], "usage": usage(prompt_tokens, cached_tokens, completion_tokens)})).await;
         }
         out.done().await;
     });
