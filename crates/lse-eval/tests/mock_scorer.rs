@@ -7,7 +7,6 @@ use lse_eval::{run_with, NoProgress, PerplexityInput, PerplexityRequest, Reducti
 use serde_json::Value;
 use std::cell::RefCell;
 use std::ops::Range;
-use std::path::PathBuf;
 
 const V: usize = 64;
 const BOS: u32 = 1;
@@ -121,11 +120,8 @@ fn ids(n: usize, seed: u32) -> Vec<u32> {
         .collect()
 }
 
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("lse-eval-mock-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn tmpdir(name: &str) -> lse_testdata::Tmp {
+    lse_testdata::tmp("eval-mock", name)
 }
 
 /// Expected NLL of target `t` (absolute) scored in the window starting at `begin`.
@@ -266,7 +262,6 @@ fn report_keys_in_spec_order() {
     }, &mut NoProgress)
     .unwrap();
     assert!(rep.get("kld").is_none() && rep.get("windows").is_none() && rep.get("token_ids").is_none());
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
@@ -454,7 +449,6 @@ fn lse_base_round_trip_and_kld_against_independent_math() {
     assert!(close(f("rms_delta_p"), (dp.iter().map(|x| x * x).sum::<f64>() / n).sqrt(), 1e-4));
     assert!(close(f("mean_base_top_mass"), mass / n, 1e-6));
     assert!(f("mean_kld") > 1e-3, "perturbation should show");
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
@@ -516,7 +510,6 @@ fn lse_base_mismatches_name_the_field() {
     r.kld_base = Some(junk);
     let e = run_with(&m, &r, &mut NoProgress).unwrap_err().to_string();
     assert!(e.contains("not a KLD base"), "{e}");
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 /// Writes a llama.cpp `_logits_` base (reference §4) from full logits rows, with this test's own
@@ -618,7 +611,6 @@ fn llama_cpp_base_is_read_and_compared() {
     let bytes = std::fs::read(&path).unwrap();
     std::fs::write(&path, &bytes[..bytes.len() - 2]).unwrap();
     assert!(run_with(&a, &req, &mut NoProgress).unwrap_err().to_string().contains("truncated or corrupt"));
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
@@ -696,5 +688,4 @@ fn text_files_are_read_as_specified() {
     let t = dir.join("t.json");
     std::fs::write(&t, "[1, 2, -3]").unwrap();
     assert!(lse_eval::read_tokens_file(&t).unwrap_err().to_string().contains("element 2"));
-    std::fs::remove_dir_all(dir).unwrap();
 }

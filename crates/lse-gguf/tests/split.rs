@@ -4,20 +4,6 @@ use std::path::{Path, PathBuf};
 
 use lse_gguf::{GgmlType, GgufError, GgufSplit, GgufWriter, Value};
 
-struct TempDir(PathBuf);
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("lse-gguf-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// Writes `count` shards with tensors named `t<shard>_<i>`, two per shard.
 fn write_shards(dir: &Path, count: u16, tensors_count: i32, skip: Option<u16>) -> Vec<PathBuf> {
@@ -50,8 +36,8 @@ fn write_shards(dir: &Path, count: u16, tensors_count: i32, skip: Option<u16>) -
 
 #[test]
 fn shards_join_from_any_shard() {
-    let dir = TempDir::new("split-ok");
-    let paths = write_shards(&dir.0, 3, 6, None);
+    let dir = lse_testdata::tmp("gguf", "split-ok");
+    let paths = write_shards(&dir, 3, 6, None);
     for p in &paths {
         let s = GgufSplit::open(p).unwrap();
         assert_eq!(s.files().len(), 3);
@@ -68,8 +54,8 @@ fn shards_join_from_any_shard() {
 
 #[test]
 fn a_plain_file_is_a_one_shard_model() {
-    let dir = TempDir::new("split-one");
-    let path = dir.0.join("plain.gguf");
+    let dir = lse_testdata::tmp("gguf", "split-one");
+    let path = dir.join("plain.gguf");
     let mut w = GgufWriter::new();
     w.add_tensor("w", &[2], GgmlType::F32, vec![1u8; 8]);
     w.write(&path).unwrap();
@@ -81,21 +67,21 @@ fn a_plain_file_is_a_one_shard_model() {
 
 #[test]
 fn inconsistent_shards_are_refused() {
-    let dir = TempDir::new("split-missing");
-    let paths = write_shards(&dir.0, 3, 6, Some(1));
+    let dir = lse_testdata::tmp("gguf", "split-missing");
+    let paths = write_shards(&dir, 3, 6, Some(1));
     let err = GgufSplit::open(&paths[0]).err().unwrap().to_string();
     assert!(err.contains("shard 2 of 3 is missing"), "{err}");
 
-    let dir = TempDir::new("split-count");
-    let paths = write_shards(&dir.0, 2, 5, None);
+    let dir = lse_testdata::tmp("gguf", "split-count");
+    let paths = write_shards(&dir, 2, 5, None);
     let err = GgufSplit::open(&paths[0]).err().unwrap().to_string();
     assert!(
         err.contains("split.tensors.count is I32(5) but the shards hold 4 tensors"),
         "{err}"
     );
 
-    let dir = TempDir::new("split-dup");
-    let paths = write_shards(&dir.0, 2, 4, None);
+    let dir = lse_testdata::tmp("gguf", "split-dup");
+    let paths = write_shards(&dir, 2, 4, None);
     let err = GgufSplit::open_shards(&[paths[0].clone(), paths[0].clone()])
         .err()
         .unwrap()

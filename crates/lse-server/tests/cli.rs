@@ -1,9 +1,8 @@
 //! The `lse-server` binary on bad input (SPEC §8) and its modes. Each bad input: non-zero exit,
 //! exactly one stderr line `lse-server: ...` with a key phrase, no panic text, no output file left.
 
-mod common;
 
-use common::Tmp;
+use lse_testdata::Tmp;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -25,7 +24,7 @@ fn run(args: &[&str]) -> Out {
 }
 
 fn tmp(name: &str) -> Tmp {
-    common::tmp("cli", name)
+    lse_testdata::tmp("cli", name)
 }
 
 fn files_in(d: &Path) -> Vec<String> {

@@ -3,7 +3,6 @@
 //! `#SBATCH --array`; JOB_COMPLETION_INDEX with the manifest's command and env), then the merge
 //! step; the merged report and base equal a single run's.
 
-mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -83,7 +82,7 @@ fn base_env(model: &Path, text: &Path, out: &Path) -> BTreeMap<String, String> {
 #[test]
 fn slurm_job_array_then_merge_equals_a_single_run() {
     let Some(model) = lse_testdata::model("smollm2") else { return };
-    let dir = common::tmp("deploy", "slurm");
+    let dir = lse_testdata::tmp("deploy", "slurm");
     let text = text(&dir);
     let (want, want_base) = single(&model, &text, &dir);
     let script = repo().join("deploy/slurm/perplexity-shards.sbatch");
@@ -138,7 +137,7 @@ fn manifest(path: &Path) -> (Vec<String>, Option<usize>, BTreeMap<String, String
 #[test]
 fn kubernetes_indexed_job_then_merge_equals_a_single_run() {
     let Some(model) = lse_testdata::model("smollm2") else { return };
-    let dir = common::tmp("deploy", "k8s");
+    let dir = lse_testdata::tmp("deploy", "k8s");
     let text = text(&dir);
     let (want, want_base) = single(&model, &text, &dir);
     let (command, completions, menv) = manifest(&repo().join("deploy/kubernetes/perplexity-shards-job.yaml"));
@@ -164,7 +163,7 @@ fn kubernetes_indexed_job_then_merge_equals_a_single_run() {
 #[test]
 fn the_shared_script_refuses_outside_a_scheduler() {
     let Some(model) = lse_testdata::model("smollm2") else { return };
-    let dir = common::tmp("deploy", "none");
+    let dir = lse_testdata::tmp("deploy", "none");
     let text = text(&dir);
     let env = base_env(&model, &text, &dir.join("shared"));
     let o = cmd("bash", &[repo().join("deploy/perplexity-shard.sh").to_string_lossy().into(), "shard".into()], &env).output().unwrap();

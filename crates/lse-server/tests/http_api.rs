@@ -2,10 +2,9 @@
 //! a real client. Bad input gets a JSON error with the right status and never takes the server
 //! down; `/v1/perplexity` equals the CLI's report; echo + logprobs equal `--perplexity-pairs`.
 
-mod common;
 mod http;
 
-use common::Tmp;
+use lse_testdata::Tmp;
 use http::{cli_json, model, Server};
 use serde_json::{json, Value};
 
@@ -99,7 +98,7 @@ fn info_routes_and_tokenizer_round_trip() {
 }
 
 fn tmp(name: &str) -> Tmp {
-    common::tmp("http", name)
+    lse_testdata::tmp("http", name)
 }
 
 /// A temp folder holding `text` as input.txt, and that file's path.

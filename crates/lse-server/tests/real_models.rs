@@ -3,9 +3,8 @@
 //! unavailable; CI sets LSE_REQUIRE_MODELS so they never skip there). Kept to a few chunks each.
 
 use serde_json::Value;
-mod common;
 
-use common::Tmp;
+use lse_testdata::Tmp;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -20,7 +19,7 @@ fn golden(rel: &str) -> Value {
 }
 
 fn tmp(name: &str) -> Tmp {
-    common::tmp("real", name)
+    lse_testdata::tmp("real", name)
 }
 
 /// Runs lse-server and parses its stdout as JSON; panics with stderr on failure.

@@ -4,9 +4,8 @@
 //! The merge refuses a missing shard, a duplicate, another plan, model or base, a truncated or
 //! corrupted shard, with one line and a non-zero exit.
 
-mod common;
 
-use common::Tmp;
+use lse_testdata::Tmp;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -154,7 +153,7 @@ fn matrix(name: &str, dir: &Tmp) -> Option<(Plan, Vec<String>, Vec<String>)> {
 
 #[test]
 fn smollm2_shards_merge_bit_for_bit_and_bad_sets_are_refused() {
-    let dir = common::tmp("shard", "smollm2");
+    let dir = lse_testdata::tmp("shard", "smollm2");
     let Some((plan, _kl_extra, files)) = matrix("smollm2", &dir) else { return };
     // files: shard 2, 1, 0 of 3 (KL case, base recorded)
     let d = |f: &str| p(&dir.join(f));
@@ -204,6 +203,6 @@ fn smollm2_shards_merge_bit_for_bit_and_bad_sets_are_refused() {
 
 #[test]
 fn gemma3_shards_merge_bit_for_bit() {
-    let dir = common::tmp("shard", "gemma3");
+    let dir = lse_testdata::tmp("shard", "gemma3");
     let _ = matrix("gemma3", &dir);
 }

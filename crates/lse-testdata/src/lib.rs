@@ -10,6 +10,8 @@
 //! `model(name)` returns a cached real model, fetching it with `scripts/get-models.sh` on first use.
 //! When the fetch fails (no network) it returns `None` after printing why, and the test skips; CI sets
 //! `LSE_REQUIRE_MODELS=1` so a missing model fails there instead.
+//!
+//! `tmp(suite, name)` gives a test a fresh folder that is removed when it is dropped.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -130,4 +132,28 @@ mod tests {
         assert!(data("wiki.test.raw").exists());
         assert!(missing_made_files(&root).is_empty());
     }
+}
+
+/// A fresh folder for one test, removed when dropped.
+pub struct Tmp(PathBuf);
+
+impl std::ops::Deref for Tmp {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Tmp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `lse-{suite}-{pid}-{name}` in the temp folder, emptied.
+pub fn tmp(suite: &str, name: &str) -> Tmp {
+    let d = std::env::temp_dir().join(format!("lse-{suite}-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    Tmp(d)
 }
