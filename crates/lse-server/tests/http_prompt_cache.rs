@@ -88,3 +88,30 @@ fn kept_sessions_stay_within_parallel() {
     let usage = events.iter().rev().find(|e| e["usage"].is_object()).expect("a usage chunk");
     assert!(cached(usage) > 0, "{usage}");
 }
+
+/// lm-eval's log-likelihoods: `echo` + `logprobs` of several continuations of one context.
+#[test]
+fn echoed_log_probs_of_a_shared_context_are_computed_once() {
+    let Some(m) = model() else { return };
+    let s = Server::start(&m, &[]);
+    let ids = |t: &str| -> Vec<u64> { s.post("/tokenize", &json!({"content": t})).json()["tokens"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect() };
+    let context = ids("Question: which planet is known as the red planet? Answer:");
+    let score = |cont: &str, cache: bool| {
+        let mut p = context.clone();
+        p.extend(ids(cont));
+        let r = s.post("/v1/completions", &json!({"prompt": p, "max_tokens": 0, "echo": true, "logprobs": 1, "cache_prompt": cache})).json();
+        let lp = &r["choices"][0]["logprobs"];
+        let bits: Vec<Option<u64>> = lp["token_logprobs"].as_array().unwrap().iter().map(|x| x.as_f64().map(f64::to_bits)).collect();
+        (bits, lp["top_logprobs"].clone(), cached(&r), p.len())
+    };
+    let (_, _, first, _) = score(" Mars", true);
+    assert_eq!(first, 0);
+    for cont in [" Venus", " Jupiter", " Mars"] {
+        let (bits, top, k, n) = score(cont, true);
+        let (want_bits, want_top, k0, _) = score(cont, false);
+        assert_eq!(k0, 0);
+        assert!(k as usize >= context.len() - 1 && (k as usize) < n, "{cont}: kept {k} of {n} ({} context tokens)", context.len());
+        assert_eq!(bits, want_bits, "{cont}: log-probs differ with the kept context");
+        assert_eq!(top, want_top, "{cont}: top log-probs differ with the kept context");
+    }
+}

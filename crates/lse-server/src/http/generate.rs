@@ -69,9 +69,9 @@ pub async fn collect(mut rx: mpsc::UnboundedReceiver<Event>, n: usize) -> ApiRes
     Ok(out)
 }
 
-/// Prompt log-probs through the scheduler's scoring path.
-pub async fn prompt_logprobs(sched: &Scheduler, ids: Vec<u32>, top_k: usize) -> ApiResult<Vec<PromptLogprob>> {
+/// Prompt log-probs through the scheduler's scoring path, and how many came from a kept prompt.
+pub async fn prompt_logprobs(sched: &Scheduler, ids: Vec<u32>, top_k: usize, cache_prompt: bool) -> ApiResult<(Vec<PromptLogprob>, usize)> {
     let (tx, rx) = oneshot::channel();
-    sched.submit(Job::PromptLogprobs { ids, top_k, tx })?;
+    sched.submit(Job::PromptLogprobs { ids, top_k, cache_prompt, tx })?;
     rx.await.map_err(|_| ApiError::internal("the scheduler dropped the request"))?
 }

@@ -10,7 +10,7 @@
 
 use super::errors::{from_engine, from_eval, ApiError};
 use super::metrics::Metrics;
-use super::scoring::{prompt_logprobs, PromptLogprob};
+use super::scoring::{prompt_logprobs, PromptLogprob, ScoredPrompts};
 use super::session_cache::SessionCache;
 use lse_engine::generation::StepToken;
 use lse_engine::{Engine, FinishReason, GenerateRequest, Sequence};
@@ -42,7 +42,8 @@ pub enum Job {
     /// `cache_prompt`: start in the kept session sharing the longest prefix with the prompt.
     Generate { index: usize, req: GenerateRequest, cache_prompt: bool, tx: mpsc::UnboundedSender<Event> },
     Perplexity { req: lse_eval::PerplexityRequest, tx: Reply<serde_json::Value> },
-    PromptLogprobs { ids: Vec<u32>, top_k: usize, tx: Reply<Vec<PromptLogprob>> },
+    /// The prompt's log-probs, and how many came from a kept prompt.
+    PromptLogprobs { ids: Vec<u32>, top_k: usize, cache_prompt: bool, tx: Reply<(Vec<PromptLogprob>, usize)> },
     /// Wakes the thread to notice shutdown.
     Wake,
 }
@@ -60,7 +61,8 @@ impl Scheduler {
         let stop = Arc::new(AtomicBool::new(false));
         let parallel = parallel.max(1);
         let cache = SessionCache::new(parallel);
-        let worker = Worker { engine, parallel, metrics, stop: stop.clone(), running: Vec::new(), waiting: VecDeque::new(), cache };
+        let scored = ScoredPrompts::new(parallel);
+        let worker = Worker { engine, parallel, metrics, stop: stop.clone(), running: Vec::new(), waiting: VecDeque::new(), cache, scored };
         let handle = std::thread::Builder::new().name("lse-scheduler".into()).spawn(move || worker.run(rx)).expect("spawn the scheduler thread");
         (Scheduler { tx, stop }, handle)
     }
@@ -98,6 +100,7 @@ struct Worker {
     running: Vec<Running>,
     waiting: VecDeque<Job>,
     cache: SessionCache,
+    scored: ScoredPrompts,
 }
 
 fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
@@ -202,12 +205,16 @@ impl Worker {
                     Err(p) => Err(internal_panic(p)),
                 });
             }
-            Job::PromptLogprobs { ids, top_k, tx } => {
+            Job::PromptLogprobs { ids, top_k, cache_prompt, tx } => {
                 if tx.is_closed() {
                     return;
                 }
                 self.metrics.prompt_tokens.fetch_add(ids.len() as u64, Relaxed);
-                let r = catch_unwind(AssertUnwindSafe(|| prompt_logprobs(engine, &ids, top_k)));
+                let scored = &mut self.scored;
+                let r = catch_unwind(AssertUnwindSafe(|| prompt_logprobs(engine, &ids, top_k, cache_prompt, scored)));
+                if let Ok(Ok((_, cached))) = &r {
+                    self.metrics.prompt_tokens_cached.fetch_add(*cached as u64, Relaxed);
+                }
                 let _ = tx.send(r.unwrap_or_else(|p| Err(internal_panic(p))));
             }
             Job::Generate { .. } | Job::Wake => {}

@@ -1,9 +1,12 @@
-//! Prompt log-probs (`echo` + `logprobs`) through the scoring path: one fresh-session prefill,
-//! the LM head reduced per row, and `log p = (picked - max) - ln(sum_exp)` in f64, exactly as
-//! lse-eval computes a token's NLL, so they equal `--perplexity-pairs`/`--perplexity-tokens`.
+//! Prompt log-probs (`echo` + `logprobs`) through the scoring path: the prompt's rows through
+//! the engine's forward in a session, the LM head reduced per row, and
+//! `log p = (picked - max) - ln(sum_exp)` in f64, exactly as lse-eval computes a token's NLL, so
+//! they equal `--perplexity-pairs`/`--perplexity-tokens`. Earlier prompts' sessions and log-probs
+//! are kept ([`ScoredPrompts`]): lm-eval scores several continuations of one context, and a prompt
+//! that shares a prefix with a kept one runs only the rest (batch invariance: the same values).
 
 use super::errors::{from_engine, ApiError};
-use lse_engine::{Engine, RowRequest};
+use lse_engine::{Batch, Engine, RowRequest, Session};
 
 /// The log-prob of prompt token `i + 1` given tokens `0..=i`, and the `top_k` most likely tokens.
 #[derive(Clone, Debug)]
@@ -12,8 +15,47 @@ pub struct PromptLogprob {
     pub top: Vec<(u32, f64)>,
 }
 
-/// Scores every prompt token after the first.
-pub fn prompt_logprobs(engine: &Engine, ids: &[u32], top_k: usize) -> Result<Vec<PromptLogprob>, ApiError> {
+/// A scored prompt: its session (every token fed) and its log-probs with `top_k` alternatives.
+struct Scored {
+    ids: Vec<u32>,
+    top_k: usize,
+    lps: Vec<PromptLogprob>,
+    session: Session,
+}
+
+/// At most `cap` scored prompts, least recently used first.
+pub struct ScoredPrompts {
+    kept: Vec<Scored>,
+    cap: usize,
+}
+
+impl ScoredPrompts {
+    pub fn new(cap: usize) -> ScoredPrompts {
+        ScoredPrompts { kept: Vec::new(), cap }
+    }
+
+    /// The kept prompt (same `top_k`) sharing the longest prefix with `ids`, if it shares two
+    /// tokens or more (one kept log-prob), and that prefix's length.
+    fn take(&mut self, ids: &[u32], top_k: usize) -> Option<(Scored, usize)> {
+        let common = |s: &Scored| s.ids.iter().zip(ids).take_while(|(a, b)| a == b).count();
+        let (c, i) = self.kept.iter().enumerate().filter(|(_, s)| s.top_k == top_k).map(|(i, s)| (common(s), i)).max()?;
+        (c >= 2).then(|| (self.kept.remove(i), c))
+    }
+
+    fn put(&mut self, s: Scored) {
+        if self.cap == 0 {
+            return;
+        }
+        if self.kept.len() == self.cap {
+            self.kept.remove(0);
+        }
+        self.kept.push(s);
+    }
+}
+
+/// Scores every prompt token after the first; also returns how many of those log-probs (and the
+/// KV rows before them) came from a kept prompt (`reuse`: look for one).
+pub fn prompt_logprobs(engine: &Engine, ids: &[u32], top_k: usize, reuse: bool, kept: &mut ScoredPrompts) -> Result<(Vec<PromptLogprob>, usize), ApiError> {
     if let Some((i, &id)) = ids.iter().enumerate().find(|(_, &t)| t as usize >= engine.n_vocab()) {
         return Err(ApiError::bad_request(format!("token id {id} at index {i} is outside the vocabulary of {}", engine.n_vocab())));
     }
@@ -25,18 +67,35 @@ pub fn prompt_logprobs(engine: &Engine, ids: &[u32], top_k: usize) -> Result<Vec
         )));
     }
     if ids.len() < 2 {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), 0));
     }
-    let positions: Vec<usize> = (0..ids.len() - 1).collect();
-    let rows = engine.prefill(ids, &positions).map_err(|e| from_engine(&e))?;
-    let reqs: Vec<RowRequest> = positions.iter().map(|&p| RowRequest { ids: &ids[p + 1..p + 2], top_k }).collect();
+    // log-prob p needs tokens 0..=p+1: with c tokens in common, 0..c-1 are kept, and token c-1
+    // runs again (its hidden row now predicts another token)
+    let (mut session, mut lps, keep) = match if reuse { kept.take(ids, top_k) } else { None } {
+        Some((mut s, c)) => {
+            let keep = c - 1;
+            s.lps.truncate(keep);
+            match s.session.truncate(keep) {
+                Ok(()) => (s.session, s.lps, keep),
+                // recurrent state: all or nothing
+                Err(_) => {
+                    s.session.reset();
+                    (s.session, Vec::new(), 0)
+                }
+            }
+        }
+        None => (engine.new_session(None).map_err(|e| from_engine(&e))?, Vec::new(), 0),
+    };
+    let mut batch = Batch::new();
+    batch.add_tokens(0, keep, &ids[keep..], |i| keep + i + 1 < ids.len());
+    let rows = engine.forward(&mut [&mut session], &batch.rows).map_err(|e| from_engine(&e))?;
+    let reqs: Vec<RowRequest> = (keep..ids.len() - 1).map(|p| RowRequest { ids: &ids[p + 1..p + 2], top_k }).collect();
     let reds = engine.head_reduce(&rows, &reqs).map_err(|e| from_engine(&e))?;
-    Ok(reds
-        .iter()
-        .map(|r| {
-            let ln_s = r.sum_exp.ln();
-            let lp = |l: f32| lse_eval::stats::log_prob(l, r.max, ln_s);
-            PromptLogprob { logprob: lp(r.picked[0]), top: r.top.iter().map(|&(id, l)| (id, lp(l))).collect() }
-        })
-        .collect())
+    lps.extend(reds.iter().map(|r| {
+        let ln_s = r.sum_exp.ln();
+        let lp = |l: f32| lse_eval::stats::log_prob(l, r.max, ln_s);
+        PromptLogprob { logprob: lp(r.picked[0]), top: r.top.iter().map(|&(id, l)| (id, lp(l))).collect() }
+    }));
+    kept.put(Scored { ids: ids.to_vec(), top_k, lps: lps.clone(), session });
+    Ok((lps, keep))
 }

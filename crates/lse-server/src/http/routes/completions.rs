@@ -67,9 +67,11 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
     let plan = Plan { prompts, reqs, echo, logprobs, max_tokens, cache_prompt: cache_prompt(&f)?, model: app.model_id() };
     // prompt log-probs first (the scoring path), then the generations
     let mut prompt_lps: Vec<Vec<PromptLogprob>> = vec![Vec::new(); plan.prompts.len()];
+    // prompt tokens the scoring path found kept (reported when nothing is generated)
+    let mut scored_cached = vec![0; plan.prompts.len()];
     if echo && logprobs.is_some() {
         for (i, p) in plan.prompts.iter().enumerate() {
-            prompt_lps[i] = generate::prompt_logprobs(&ready.scheduler, p.ids.clone(), logprobs.unwrap_or(0)).await?;
+            (prompt_lps[i], scored_cached[i]) = generate::prompt_logprobs(&ready.scheduler, p.ids.clone(), logprobs.unwrap_or(0), plan.cache_prompt).await?;
         }
     }
     if stream {
@@ -79,7 +81,7 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
         let rx = generate::start(&ready.scheduler, plan.reqs.clone(), plan.cache_prompt)?;
         generate::collect(rx, plan.prompts.len()).await?
     } else {
-        plan.prompts.iter().map(|p| Outcome { prompt_tokens: p.ids.len(), ..Default::default() }).collect()
+        plan.prompts.iter().zip(&scored_cached).map(|(p, &c)| Outcome { prompt_tokens: p.ids.len(), cached_tokens: c, ..Default::default() }).collect()
     };
     let choices: Vec<Value> = outs
         .iter()
