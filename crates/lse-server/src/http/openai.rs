@@ -27,9 +27,13 @@ pub fn usage(prompt: usize, cached: usize, completion: usize) -> Value {
            "prompt_tokens_details": {"cached_tokens": cached}})
 }
 
-pub fn usage_of(outs: &[Outcome]) -> Value {
-    let sum = |f: fn(&Outcome) -> usize| outs.iter().map(f).sum();
-    usage(sum(|o| o.prompt_tokens), sum(|o| o.cached_tokens), sum(|o| o.completion_tokens))
+/// The usage of `outs`, `n` choices per prompt in a row: a prompt counts once (its most kept
+/// tokens among its choices), every choice's completion counts.
+pub fn usage_of(outs: &[Outcome], n: usize) -> Value {
+    let prompts = || outs.chunks(n.max(1));
+    let prompt = prompts().map(|c| c[0].prompt_tokens).sum();
+    let cached = prompts().map(|c| c.iter().map(|o| o.cached_tokens).max().unwrap_or(0)).sum();
+    usage(prompt, cached, outs.iter().map(|o| o.completion_tokens).sum())
 }
 
 /// A token's text as llama.cpp's token-to-piece renders it (special tokens shown), lossy UTF-8.

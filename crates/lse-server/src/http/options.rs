@@ -17,13 +17,6 @@ pub fn generate_request(f: &Fields, max_keys: &[&str], default_max: i64) -> ApiR
             break;
         }
     }
-    for key in ["n", "best_of"] {
-        if let Some(n) = f.i64(key)? {
-            if n != 1 {
-                return Err(ApiError::bad_request(format!("\"{key}\" must be 1 (one choice per prompt), got {n}")));
-            }
-        }
-    }
     if f.str("suffix")?.is_some_and(|s| !s.is_empty()) {
         return Err(ApiError::bad_request("\"suffix\" (fill-in-the-middle) is not supported: put the whole text in the prompt"));
     }
@@ -103,13 +96,39 @@ pub fn validated(r: GenerateRequest) -> ApiResult<GenerateRequest> {
     Ok(r)
 }
 
-/// `stream` and `stream_options.include_usage`.
 /// llama-server's `cache_prompt` (default true): the request may start in a kept session
 /// sharing a prefix with its prompt. The output is the same either way (batch invariance).
 pub fn cache_prompt(f: &Fields) -> ApiResult<bool> {
     Ok(f.bool("cache_prompt")?.unwrap_or(true))
 }
 
+/// Most choices one request may ask for (`n`).
+pub const MAX_CHOICES: i64 = 16;
+
+/// OpenAI's `n`: choices per prompt, 1 to [`MAX_CHOICES`]. `best_of`, when given, must equal it
+/// (choices are not ranked).
+pub fn choices(f: &Fields) -> ApiResult<usize> {
+    let n = f.i64("n")?.unwrap_or(1);
+    if !(1..=MAX_CHOICES).contains(&n) {
+        return Err(ApiError::bad_request(format!("\"n\" must be between 1 and {MAX_CHOICES}, got {n}")));
+    }
+    if let Some(b) = f.i64("best_of")? {
+        if b != n {
+            return Err(ApiError::bad_request(format!("\"best_of\" must equal \"n\" ({n}): choices are not ranked, got {b}")));
+        }
+    }
+    Ok(n as usize)
+}
+
+/// The request of choice `j`: with a seed, choice j samples with seed + j, so the choices differ
+/// and the whole request repeats.
+pub fn for_choice(r: &GenerateRequest, j: usize) -> GenerateRequest {
+    let mut r = r.clone();
+    r.sampling.seed = r.sampling.seed.map(|s| s.wrapping_add(j as u64));
+    r
+}
+
+/// `stream` and `stream_options.include_usage`.
 pub fn stream_flags(f: &Fields) -> ApiResult<(bool, bool)> {
     let stream = f.bool("stream")?.unwrap_or(false);
     let usage = match f.get("stream_options") {

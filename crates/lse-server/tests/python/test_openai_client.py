@@ -30,6 +30,18 @@ def test_completion_text_and_token_ids_agree(client, server):
     assert b.usage.prompt_tokens_details.cached_tokens == len(ids) - 1
 
 
+def test_n_choices(client):
+    r = client.completions.create(model="smol", prompt="Once upon a time", max_tokens=6, temperature=1.0, seed=7, n=3)
+    assert [c.index for c in r.choices] == [0, 1, 2]
+    # choice j samples with seed + j
+    one = client.completions.create(model="smol", prompt="Once upon a time", max_tokens=6, temperature=1.0, seed=9)
+    assert r.choices[2].text == one.choices[0].text
+    c = client.chat.completions.create(model="smol", messages=[{"role": "user", "content": "Hi"}], max_tokens=4, n=2,
+                                       extra_body={"ignore_eos": True})
+    assert [x.index for x in c.choices] == [0, 1]
+    assert c.usage.completion_tokens == 8
+
+
 def test_completion_stream_equals_the_whole(client):
     kw = dict(model="smol", prompt="Once upon a time", max_tokens=12, temperature=0)
     whole = client.completions.create(**kw).choices[0].text
@@ -62,8 +74,8 @@ def test_echo_logprobs(client, server):
 def test_bad_request_is_a_400(client):
     with pytest.raises(openai.BadRequestError):
         client.completions.create(model="smol", prompt="hi", max_tokens=-2)
-    with pytest.raises(openai.BadRequestError):
-        client.completions.create(model="smol", prompt="hi", n=3)
+    with pytest.raises(openai.BadRequestError, match="between 1 and 16"):
+        client.completions.create(model="smol", prompt="hi", n=17)
     with pytest.raises(openai.BadRequestError, match="best_of"):
         client.completions.create(model="smol", prompt="hi", best_of=2)
     with pytest.raises(openai.BadRequestError, match="suffix"):

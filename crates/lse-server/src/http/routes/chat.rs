@@ -1,10 +1,10 @@
-//! `POST /v1/chat/completions`: messages rendered with the GGUF's chat template, one choice.
+//! `POST /v1/chat/completions`: messages rendered with the GGUF's chat template, `n` choices.
 
 use crate::http::body::{wrong, Fields, JsonObject};
 use crate::http::errors::{ApiError, ApiResult};
-use crate::http::generate::{self, finish_name};
-use crate::http::openai::{now_secs, piece, response_id, usage, usage_of};
-use crate::http::options::{cache_prompt, generate_request, stream_flags, validated};
+use crate::http::generate::{self, finish_name, Outcome};
+use crate::http::openai::{now_secs, piece, response_id, usage_of};
+use crate::http::options::{cache_prompt, choices, for_choice, generate_request, stream_flags, validated};
 use crate::http::scheduler::Event;
 use crate::http::sse;
 use crate::http::state::{AppState, Ready};
@@ -119,18 +119,25 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
     let model = app.model_id();
     let id = response_id("chatcmpl");
     let created = now_secs();
-    let mut rx = generate::start(&ready.scheduler, vec![(0, req)], cache_prompt(&f)?)?;
+    let n = choices(&f)?;
+    let mut rx = generate::start(&ready.scheduler, (0..n).map(|j| (j, for_choice(&req, j))).collect(), cache_prompt(&f)?)?;
     if !stream {
-        let outs = generate::collect(rx, 1).await?;
-        let o = &outs[0];
-        let lp = want_logprobs.then(|| json!({"content": logprobs_content(&ready.engine, &o.steps)}));
+        let outs = generate::collect(rx, n).await?;
+        let choices: Vec<Value> = outs
+            .iter()
+            .enumerate()
+            .map(|(j, o)| {
+                let lp = want_logprobs.then(|| json!({"content": logprobs_content(&ready.engine, &o.steps)}));
+                json!({"index": j, "message": {"role": "assistant", "content": o.text}, "logprobs": lp, "finish_reason": finish_name(o.finish)})
+            })
+            .collect();
         return Ok(Json(json!({
             "id": id,
             "object": "chat.completion",
             "created": created,
             "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": o.text}, "logprobs": lp, "finish_reason": finish_name(o.finish)}],
-            "usage": usage_of(&outs),
+            "choices": choices,
+            "usage": usage_of(&outs, n),
         }))
         .into_response());
     }
@@ -142,16 +149,19 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
     let (resp, out) = sse::channel();
     let engine = ready.engine.clone();
     tokio::spawn(async move {
-        let chunk = |delta: Value, lp: Value, finish: Value| {
+        let chunk = |index: usize, delta: Value, lp: Value, finish: Value| {
             json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
-                   "choices": [{"index": 0, "delta": delta, "logprobs": lp, "finish_reason": finish}]})
+                   "choices": [{"index": index, "delta": delta, "logprobs": lp, "finish_reason": finish}]})
         };
-        if !out.json(&chunk(json!({"role": "assistant", "content": ""}), Value::Null, Value::Null)).await {
-            return;
+        for j in 0..n {
+            if !out.json(&chunk(j, json!({"role": "assistant", "content": ""}), Value::Null, Value::Null)).await {
+                return;
+            }
         }
         let mut next = Some(first);
-        let mut totals = (0, 0, 0);
-        loop {
+        let mut outs: Vec<Outcome> = (0..n).map(|_| Outcome::default()).collect();
+        let mut left = n;
+        while left > 0 {
             let ev = match next.take() {
                 Some(e) => e,
                 None => match rx.recv().await {
@@ -160,14 +170,14 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
                 },
             };
             let v = match ev {
-                Event::Delta { text, steps, .. } => {
+                Event::Delta { index, text, steps } => {
                     let lp = if want_logprobs { json!({"content": logprobs_content(&engine, &steps)}) } else { Value::Null };
-                    chunk(json!({"content": text}), lp, Value::Null)
+                    chunk(index, json!({"content": text}), lp, Value::Null)
                 }
-                Event::Done { finish, prompt_tokens, cached_tokens, completion_tokens, .. } => {
-                    totals = (prompt_tokens, cached_tokens, completion_tokens);
-                    let _ = out.json(&chunk(json!({}), Value::Null, json!(finish_name(Some(finish))))).await;
-                    break;
+                Event::Done { index, finish, prompt_tokens, cached_tokens, completion_tokens } => {
+                    left -= 1;
+                    outs[index] = Outcome { prompt_tokens, cached_tokens, completion_tokens, ..Default::default() };
+                    chunk(index, json!({}), Value::Null, json!(finish_name(Some(finish))))
                 }
                 Event::Error { error, .. } => {
                     let _ = out.json(&error.body()).await;
@@ -179,7 +189,7 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
             }
         }
         if include_usage {
-            let u = json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model, "choices": [], "usage": usage(totals.0, totals.1, totals.2)});
+            let u = json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model, "choices": [], "usage": usage_of(&outs, n)});
             let _ = out.json(&u).await;
         }
         out.done().await;

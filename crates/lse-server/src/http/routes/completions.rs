@@ -1,11 +1,11 @@
-//! `POST /v1/completions`: one choice per prompt; `echo` + `logprobs` give prompt log-probs
+//! `POST /v1/completions`: `n` choices per prompt (index `prompt · n + choice`); `echo` + `logprobs` give prompt log-probs
 //! through the scoring path (what lm-eval's `local-completions` asks for log-likelihoods).
 
 use crate::http::body::{Fields, JsonObject};
 use crate::http::errors::{ApiError, ApiResult};
 use crate::http::generate::{self, finish_name, Outcome};
-use crate::http::openai::{now_secs, response_id, usage, usage_of, LogprobsObject};
-use crate::http::options::{cache_prompt, generate_request, stream_flags, validated, DEFAULT_MAX_TOKENS};
+use crate::http::openai::{now_secs, response_id, usage_of, LogprobsObject};
+use crate::http::options::{cache_prompt, choices, for_choice, generate_request, stream_flags, validated, DEFAULT_MAX_TOKENS};
 use crate::http::prompts::{self, PromptIn};
 use crate::http::scheduler::Event;
 use crate::http::scoring::PromptLogprob;
@@ -36,6 +36,8 @@ struct Plan {
     logprobs: Option<usize>,
     max_tokens: i64,
     cache_prompt: bool,
+    /// Choices per prompt.
+    n: usize,
     model: String,
 }
 
@@ -50,6 +52,7 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
     };
     let (stream, include_usage) = stream_flags(&f)?;
     let prompts = prompts::parse(&ready.engine, f.get("prompt"))?;
+    let n = choices(&f)?;
     let max_tokens = base.max_tokens;
     let mut reqs = Vec::with_capacity(prompts.len());
     for (i, p) in prompts.iter().enumerate() {
@@ -62,9 +65,9 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
                 p.ids.len()
             )));
         }
-        reqs.push((i, r));
+        reqs.extend((0..n).map(|j| (i * n + j, for_choice(&r, j))));
     }
-    let plan = Plan { prompts, reqs, echo, logprobs, max_tokens, cache_prompt: cache_prompt(&f)?, model: app.model_id() };
+    let plan = Plan { prompts, reqs, echo, logprobs, max_tokens, cache_prompt: cache_prompt(&f)?, n, model: app.model_id() };
     // prompt log-probs first (the scoring path), then the generations
     let mut prompt_lps: Vec<Vec<PromptLogprob>> = vec![Vec::new(); plan.prompts.len()];
     // prompt tokens the scoring path found kept (reported when nothing is generated)
@@ -79,14 +82,15 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
     }
     let outs = if max_tokens > 0 {
         let rx = generate::start(&ready.scheduler, plan.reqs.clone(), plan.cache_prompt)?;
-        generate::collect(rx, plan.prompts.len()).await?
+        generate::collect(rx, plan.reqs.len()).await?
     } else {
-        plan.prompts.iter().zip(&scored_cached).map(|(p, &c)| Outcome { prompt_tokens: p.ids.len(), cached_tokens: c, ..Default::default() }).collect()
+        (0..plan.reqs.len()).map(|k| Outcome { prompt_tokens: plan.prompts[k / n].ids.len(), cached_tokens: scored_cached[k / n], ..Default::default() }).collect()
     };
     let choices: Vec<Value> = outs
         .iter()
         .enumerate()
-        .map(|(i, o)| {
+        .map(|(k, o)| {
+            let i = k / n;
             let p = &plan.prompts[i];
             let mut text = if plan.echo { p.text.clone() } else { String::new() };
             let lp = plan.logprobs.map(|_| {
@@ -99,7 +103,7 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
                 l.json()
             });
             text.push_str(&o.text);
-            json!({"text": text, "index": i, "logprobs": lp, "finish_reason": finish_name(o.finish)})
+            json!({"text": text, "index": k, "logprobs": lp, "finish_reason": finish_name(o.finish)})
         })
         .collect();
     Ok(Json(json!({
@@ -108,7 +112,7 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
         "created": now_secs(),
         "model": plan.model,
         "choices": choices,
-        "usage": usage_of(&outs),
+        "usage": usage_of(&outs, n),
     }))
     .into_response())
 }
@@ -118,7 +122,7 @@ fn chunk(id: &str, model: &str, created: u64, choice: Value) -> Value {
 }
 
 async fn stream_response(ready: &Ready, plan: Plan, prompt_lps: Vec<Vec<PromptLogprob>>, include_usage: bool) -> ApiResult<Response> {
-    let n = plan.prompts.len();
+    let (n, total) = (plan.n, plan.prompts.len() * plan.n);
     let mut rx = if plan.max_tokens > 0 { Some(generate::start(&ready.scheduler, plan.reqs.clone(), plan.cache_prompt)?) } else { None };
     // the first event decides the status: an error before any output is an HTTP error
     let first = match rx.as_mut() {
@@ -135,33 +139,35 @@ async fn stream_response(ready: &Ready, plan: Plan, prompt_lps: Vec<Vec<PromptLo
         let id = response_id("cmpl");
         let created = now_secs();
         let m = plan.model.as_str();
-        let mut offsets = vec![0usize; n];
-        let (mut prompt_tokens, mut cached_tokens, mut completion_tokens) = (0, 0, 0);
+        let mut offsets = vec![0usize; total];
+        // every choice's counts, for the usage chunk
+        let mut outs: Vec<Outcome> = (0..total).map(|k| Outcome { prompt_tokens: plan.prompts[k / n].ids.len(), ..Default::default() }).collect();
         if plan.echo {
-            for (i, p) in plan.prompts.iter().enumerate() {
+            for (k, offset) in offsets.iter_mut().enumerate() {
+                let (i, p) = (k / n, &plan.prompts[k / n]);
                 let lp = plan.logprobs.map(|_| {
                     let mut l = LogprobsObject::at(0);
                     l.prompt(&engine, &p.ids, &prompt_lps[i]);
                     l.json()
                 });
-                offsets[i] = p.text.len();
-                if !out.json(&chunk(&id, m, created, json!({"text": p.text, "index": i, "logprobs": lp, "finish_reason": null}))).await {
+                *offset = p.text.len();
+                if !out.json(&chunk(&id, m, created, json!({"text": p.text, "index": k, "logprobs": lp, "finish_reason": null}))).await {
                     return;
                 }
             }
         }
+        let usage_chunk = |outs: &[Outcome]| json!({"id": id, "object": "text_completion", "created": created, "model": m, "choices": [], "usage": usage_of(outs, n)});
         let Some(mut rx) = rx else {
-            for (i, p) in plan.prompts.iter().enumerate() {
-                prompt_tokens += p.ids.len();
-                let _ = out.json(&chunk(&id, m, created, json!({"text": "", "index": i, "logprobs": null, "finish_reason": "length"}))).await;
+            for k in 0..total {
+                let _ = out.json(&chunk(&id, m, created, json!({"text": "", "index": k, "logprobs": null, "finish_reason": "length"}))).await;
             }
             if include_usage {
-                let _ = out.json(&json!({"id": id, "object": "text_completion", "created": created, "model": m, "choices": [], "usage": usage(prompt_tokens, 0, 0)})).await;
+                let _ = out.json(&usage_chunk(&outs)).await;
             }
             out.done().await;
             return;
         };
-        let mut left = n;
+        let mut left = total;
         let mut next = first;
         while left > 0 {
             let ev = match next.take() {
@@ -181,11 +187,9 @@ async fn stream_response(ready: &Ready, plan: Plan, prompt_lps: Vec<Vec<PromptLo
                     offsets[index] += text.len();
                     chunk(&id, m, created, json!({"text": text, "index": index, "logprobs": lp, "finish_reason": null}))
                 }
-                Event::Done { index, finish, prompt_tokens: p, cached_tokens: k, completion_tokens: c } => {
+                Event::Done { index, finish, prompt_tokens, cached_tokens, completion_tokens } => {
                     left -= 1;
-                    prompt_tokens += p;
-                    cached_tokens += k;
-                    completion_tokens += c;
+                    outs[index] = Outcome { prompt_tokens, cached_tokens, completion_tokens, ..Default::default() };
                     chunk(&id, m, created, json!({"text": "", "index": index, "logprobs": null, "finish_reason": finish_name(Some(finish))}))
                 }
                 Event::Error { error, .. } => {
@@ -198,7 +202,7 @@ async fn stream_response(ready: &Ready, plan: Plan, prompt_lps: Vec<Vec<PromptLo
             }
         }
         if include_usage {
-            let _ = out.json(&json!({"id": id, "object": "text_completion", "created": created, "model": m, "choices": [], "usage": usage(prompt_tokens, cached_tokens, completion_tokens)})).await;
+            let _ = out.json(&usage_chunk(&outs)).await;
         }
         out.done().await;
     });
