@@ -5,6 +5,7 @@ log-likelihoods must equal the server's own echo log-probs for the same token id
 import json
 import math
 import os
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,12 @@ def echo_loglikelihood(server, context_ids, continuation_ids):
     return sum(lps[len(context_ids):])
 
 
+def cached_tokens_total(server):
+    with urllib.request.urlopen(server + "/metrics", timeout=30) as r:
+        line = next(l for l in r.read().decode().splitlines() if l.startswith("lse_prompt_tokens_cached_total "))
+    return float(line.split()[1])
+
+
 def test_lm_eval_local_completions(server, tmp_path):
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -58,6 +65,7 @@ def test_lm_eval_local_completions(server, tmp_path):
 
     (tmp_path / "mc.yaml").write_text(MC_YAML.format(path=DATA / "mc.jsonl"))
     (tmp_path / "rolling.yaml").write_text(ROLLING_YAML.format(path=DATA / "rolling.jsonl"))
+    cached_before = cached_tokens_total(server)
     out = lm_eval.simple_evaluate(
         model="local-completions",
         model_args=f"model=smol,base_url={server}/v1/completions,tokenizer_backend=remote,tokenized_requests=True,max_length=2048",
@@ -66,6 +74,9 @@ def test_lm_eval_local_completions(server, tmp_path):
         log_samples=True,
         batch_size=1,
     )
+    # the choices of one question share its context: later ones reuse its rows and log-probs
+    print("prompt tokens kept during the lm-eval run:", cached_tokens_total(server) - cached_before)
+    assert cached_tokens_total(server) > cached_before
     res = out["results"]
     acc = res["lse_http_mc"]["acc,none"]
     assert 0.0 <= acc <= 1.0

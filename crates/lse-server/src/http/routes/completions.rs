@@ -78,7 +78,7 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
         }
     }
     if stream {
-        return stream_response(ready, plan, prompt_lps, include_usage).await;
+        return stream_response(ready, plan, prompt_lps, scored_cached, include_usage).await;
     }
     let outs = if max_tokens > 0 {
         let rx = generate::start(&ready.scheduler, plan.reqs.clone(), plan.cache_prompt)?;
@@ -121,7 +121,7 @@ fn chunk(id: &str, model: &str, created: u64, choice: Value) -> Value {
     json!({"id": id, "object": "text_completion", "created": created, "model": model, "choices": [choice]})
 }
 
-async fn stream_response(ready: &Ready, plan: Plan, prompt_lps: Vec<Vec<PromptLogprob>>, include_usage: bool) -> ApiResult<Response> {
+async fn stream_response(ready: &Ready, plan: Plan, prompt_lps: Vec<Vec<PromptLogprob>>, scored_cached: Vec<usize>, include_usage: bool) -> ApiResult<Response> {
     let (n, total) = (plan.n, plan.prompts.len() * plan.n);
     let mut rx = if plan.max_tokens > 0 { Some(generate::start(&ready.scheduler, plan.reqs.clone(), plan.cache_prompt)?) } else { None };
     // the first event decides the status: an error before any output is an HTTP error
@@ -141,7 +141,8 @@ async fn stream_response(ready: &Ready, plan: Plan, prompt_lps: Vec<Vec<PromptLo
         let m = plan.model.as_str();
         let mut offsets = vec![0usize; total];
         // every choice's counts, for the usage chunk
-        let mut outs: Vec<Outcome> = (0..total).map(|k| Outcome { prompt_tokens: plan.prompts[k / n].ids.len(), ..Default::default() }).collect();
+        let mut outs: Vec<Outcome> =
+            (0..total).map(|k| Outcome { prompt_tokens: plan.prompts[k / n].ids.len(), cached_tokens: scored_cached[k / n], ..Default::default() }).collect();
         if plan.echo {
             for (k, offset) in offsets.iter_mut().enumerate() {
                 let (i, p) = (k / n, &plan.prompts[k / n]);
