@@ -7,6 +7,7 @@ use crate::EngineError;
 use lse_gguf::GgmlType;
 use lse_kernels::attention::{kv, KvView};
 
+#[derive(Clone)]
 pub struct LayerKv {
     pub ty: GgmlType,
     pub capacity: usize,

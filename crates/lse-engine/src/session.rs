@@ -59,6 +59,12 @@ impl Session {
         Ok(())
     }
 
+    /// A copy of the session (llama.cpp's `llama_memory_seq_cp`): its KV rows, recurrent state
+    /// and tokens, bit for bit, in memory of its own.
+    pub fn fork(&self) -> Session {
+        Session { state: self.state.clone(), tokens: self.tokens.clone(), capacity: self.capacity, recurrent: self.recurrent }
+    }
+
     /// How many of this session's tokens a sequence with `prompt` can keep (prefix reuse, see
     /// [`Engine::start_sequence_in`]): their common prefix, less the prompt's last token, which
     /// must run again to give the first logits. A recurrent model's state cannot be rewound, so

@@ -303,3 +303,25 @@ fn reusable_prefix_keeps_the_last_prompt_token_to_run() {
     longer[6] ^= 1;
     assert_eq!(s.reusable_prefix(&longer), 6);
 }
+
+#[test]
+fn a_forked_session_is_an_independent_copy() {
+    for name in ["llama-tiny", "qwen35-tiny"] {
+        let e = load(&synthetic(name), 2048, 512);
+        let v = e.n_vocab();
+        let p = ids(21, 50, v);
+        let a = run_to_end(&e, e.start_sequence(&greedy(&p, 5)).unwrap());
+        let mut next: Vec<u32> = p.iter().copied().chain(a.ids()).collect();
+        next.extend(ids(22, 7, v));
+        let original = a.into_session();
+        let fork = original.fork();
+        assert_eq!(fork.tokens(), original.tokens());
+        let fresh = outcome(&run_to_end(&e, e.start_sequence(&greedy(&next, 6)).unwrap()));
+        // the fork runs first and must leave the original as it was
+        let in_fork = run_to_end(&e, e.start_sequence_in(&greedy(&next, 6), Some(fork)).unwrap());
+        assert_eq!(in_fork.cached_tokens(), 54);
+        assert!(outcome(&in_fork) == fresh, "{name}: a generation in a fork differs");
+        let in_original = run_to_end(&e, e.start_sequence_in(&greedy(&next, 6), Some(original)).unwrap());
+        assert!(outcome(&in_original) == fresh, "{name}: the original changed when its fork ran");
+    }
+}

@@ -52,3 +52,27 @@ fn seeded_choices_are_the_single_requests_with_seed_plus_j() {
     let usage = &events.last().unwrap()["usage"];
     assert_eq!(usage["completion_tokens"].as_u64(), Some(12), "{usage}");
 }
+
+/// The choices of a long prompt share its prefill: the first runs the prompt, the others start in
+/// forks of its session once the prompt is in and run only its last token; each equals the
+/// single request with its seed in a new session.
+#[test]
+fn choices_of_a_long_prompt_share_its_prefill() {
+    let Some(m) = model() else { return };
+    let s = Server::start(&m, &[]);
+    let text = std::fs::read_to_string(lse_testdata::data("wiki.test.raw")).unwrap();
+    let prompt: String = text.chars().skip(2000).take(1200).collect();
+    let n_prompt = s.post("/tokenize", &json!({"content": prompt})).json()["tokens"].as_array().unwrap().len() as u64;
+    assert!(n_prompt > 200, "{n_prompt}");
+    let body = |n: usize, seed: u64, cache: bool| json!({"prompt": prompt, "max_tokens": 6, "n": n, "temperature": 1.0, "seed": seed, "ignore_eos": true, "logprobs": 1, "cache_prompt": cache});
+    let rows_before = s.metric("lse_batch_prompt_rows_total");
+    let r = s.post("/v1/completions", &body(3, 40, true)).json();
+    assert_eq!(s.metric("lse_batch_prompt_rows_total") - rows_before, (n_prompt + 2) as f64, "prompt rows fed for 3 choices");
+    assert_eq!(r["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64(), Some(n_prompt - 1));
+    for (j, c) in r["choices"].as_array().unwrap().iter().enumerate() {
+        let one = s.post("/v1/completions", &body(1, 40 + j as u64, false)).json();
+        let o = &one["choices"][0];
+        assert_eq!(c["text"], o["text"], "choice {j}");
+        assert_eq!(c["logprobs"]["token_logprobs"], o["logprobs"]["token_logprobs"], "choice {j}: log-probs");
+    }
+}

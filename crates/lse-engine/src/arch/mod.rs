@@ -28,6 +28,12 @@ pub struct SessionState {
     pub extra: Option<Box<dyn RecurrentState>>,
 }
 
+impl Clone for SessionState {
+    fn clone(&self) -> SessionState {
+        SessionState { kv: self.kv.clone(), extra: self.extra.as_ref().map(|r| r.clone_box()) }
+    }
+}
+
 /// Recurrent state an architecture carries between passes (conv histories, delta-rule states).
 pub trait RecurrentState: Any + Send {
     /// Back to the state before the first token.
@@ -35,6 +41,8 @@ pub trait RecurrentState: Any + Send {
     /// Bytes held.
     fn bytes(&self) -> usize;
     fn as_any_mut(&mut self) -> &mut dyn Any;
+    /// A copy (a session fork).
+    fn clone_box(&self) -> Box<dyn RecurrentState>;
 }
 
 impl SessionState {

@@ -81,6 +81,7 @@ pub struct Qwen35 {
 
 /// Recurrent state of a session: per layer, the conv history (`(kernel-1) × conv_dim`) and the
 /// delta-rule state (`n_v_heads × d_v × d_k`); both empty for attention layers.
+#[derive(Clone)]
 pub struct Qwen35State {
     pub conv: Vec<Vec<f32>>,
     pub ssm: Vec<Vec<f32>>,
@@ -95,6 +96,9 @@ impl super::RecurrentState for Qwen35State {
     }
     fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
         self
+    }
+    fn clone_box(&self) -> Box<dyn super::RecurrentState> {
+        Box::new(self.clone())
     }
 }
 

@@ -3,7 +3,9 @@
 //! `PROMPT_BUDGET` rows ride along with running decodes), text deltas streamed back through
 //! channels, a sequence dropped as soon as its client's channel closes. The sessions of ended
 //! sequences stay in a [`SessionCache`] (running plus kept sessions stay within `--parallel`), and
-//! a new prompt starts in the one sharing the longest prefix with it. Scoring jobs
+//! a new prompt starts in the one sharing the longest prefix with it, or in a fork of a running
+//! sequence's session that shares more (the `n` choices of a prompt, one system prompt sent by
+//! many clients at once: a prompt waits while such a sequence prefills its prefix). Scoring jobs
 //! (perplexity, prompt log-probs) run on the same thread, in queue order, once the sequences
 //! admitted before them have finished. A panic inside engine work fails the jobs it touched;
 //! the thread goes on.
@@ -85,6 +87,17 @@ impl Scheduler {
     }
 }
 
+/// Prompt tokens a running sequence must share with a new prompt to be forked for it (or
+/// waited for): below that, running them again costs about what a fork's copy does.
+const FORK_MIN: usize = 32;
+
+/// See [`Worker::fork_source`].
+enum Source {
+    Kept,
+    Fork(usize),
+    Wait,
+}
+
 struct Running {
     index: usize,
     seq: Sequence,
@@ -159,14 +172,26 @@ impl Worker {
                 Job::Generate { .. } if self.running.len() < self.parallel => {
                     let Some(Job::Generate { index, req, cache_prompt, tx }) = self.waiting.pop_front() else { unreachable!() };
                     let engine = &self.engine;
+                    let prompt = engine.prompt_ids(&req);
+                    let source = if cache_prompt { self.fork_source(&prompt) } else { Source::Kept };
+                    if let Source::Wait = source {
+                        // a running sequence is prefilling this prompt's prefix: fork it once it is in
+                        self.waiting.push_front(Job::Generate { index, req, cache_prompt, tx });
+                        break;
+                    }
                     // a kept session serves when it shares a prefix; past `--parallel` sessions in
-                    // all, the least recently used one is emptied and serves
-                    let recycle = self.running.len() + self.cache.len() >= self.parallel;
-                    let cache = &mut self.cache;
-                    match catch_unwind(AssertUnwindSafe(|| {
-                        let session = cache.take(&engine.prompt_ids(&req), cache_prompt, recycle);
-                        engine.start_sequence_in(&req, session)
-                    })) {
+                    // all, the least recently used one is emptied and serves (or freed for a fork)
+                    let full = self.running.len() + self.cache.len() >= self.parallel;
+                    let session = match source {
+                        Source::Fork(i) => {
+                            if full {
+                                self.cache.drop_oldest();
+                            }
+                            Some(self.running[i].seq.session.fork())
+                        }
+                        _ => self.cache.take(&prompt, cache_prompt, full),
+                    };
+                    match catch_unwind(AssertUnwindSafe(|| engine.start_sequence_in(&req, session))) {
                         Ok(Ok(seq)) => {
                             self.metrics.prompt_tokens.fetch_add(seq.prompt().len() as u64, Relaxed);
                             self.metrics.prompt_tokens_cached.fetch_add(seq.cached_tokens() as u64, Relaxed);
@@ -188,6 +213,26 @@ impl Worker {
                 _ => break,
             }
         }
+    }
+
+    /// Where a prompt's prefix is found: in a kept session; in a running sequence whose prompt is
+    /// in (its session is forked); or in one still prefilling it (wait for that). A running
+    /// source must offer at least [`FORK_MIN`] tokens, and more than the kept sessions.
+    fn fork_source(&self, prompt: &[u32]) -> Source {
+        let kept = self.cache.best(prompt);
+        let mut best = (kept.max(FORK_MIN - 1), Source::Kept);
+        for (i, r) in self.running.iter().enumerate() {
+            let (n, source) = if r.seq.prompt_left() == 0 {
+                (r.seq.session.reusable_prefix(prompt), Source::Fork(i))
+            } else {
+                let common = r.seq.prompt().iter().zip(prompt).take_while(|(a, b)| a == b).count();
+                (common.min(prompt.len().saturating_sub(1)), Source::Wait)
+            };
+            if n > best.0 {
+                best = (n, source);
+            }
+        }
+        best.1
     }
 
     fn score(&mut self, job: Job) {

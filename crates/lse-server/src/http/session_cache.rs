@@ -30,6 +30,18 @@ impl SessionCache {
         self.idle.push(s);
     }
 
+    /// The most tokens of `prompt` a kept session would keep.
+    pub fn best(&self, prompt: &[u32]) -> usize {
+        self.idle.iter().map(|s| s.reusable_prefix(prompt)).max().unwrap_or(0)
+    }
+
+    /// Frees the least recently used kept session (room for a forked one).
+    pub fn drop_oldest(&mut self) {
+        if !self.idle.is_empty() {
+            self.idle.remove(0);
+        }
+    }
+
     /// The session a new `prompt` starts in: with `reuse`, the one keeping most of the prompt
     /// (the most recent among equals); else, when `recycle`, the least recently used one, emptied
     /// (its memory serves again); `None`: the caller makes a new session.
