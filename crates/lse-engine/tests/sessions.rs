@@ -263,16 +263,23 @@ fn check_reuse(e: &Engine, first: &GenerateRequest, second: &GenerateRequest, wa
     assert!(outcome(&reused) == outcome(&fresh), "a generation in a kept session differs from one in a new session");
 }
 
+/// A random prompt of `n` tokens (seed `seed`), its greedy generation of `gen` tokens, and the
+/// prompt continued by that generation and `more` random tokens.
+fn continued(e: &Engine, seed: u64, n: usize, gen: i64, more: usize) -> (Vec<u32>, Sequence, Vec<u32>) {
+    let p = ids(seed, n, e.n_vocab());
+    let a = run_to_end(e, e.start_sequence(&greedy(&p, gen)).unwrap());
+    let mut next: Vec<u32> = p.iter().copied().chain(a.ids()).collect();
+    next.extend(ids(seed + 1, more, e.n_vocab()));
+    (p, a, next)
+}
+
 #[test]
 fn a_generation_in_a_kept_session_equals_one_in_a_new_session() {
     for name in ["llama-tiny", "gemma3-tiny", "qwen35-tiny"] {
         let e = load(&synthetic(name), 2048, 512);
         let v = e.n_vocab();
-        let p = ids(7, 40, v);
-        let a = run_to_end(&e, e.start_sequence(&greedy(&p, 6)).unwrap());
         // the session holds the prompt and the 5 tokens fed after it (the 6th was not fed)
-        let mut next: Vec<u32> = p.iter().copied().chain(a.ids()).collect();
-        next.extend(ids(8, 9, v));
+        let (p, _, next) = continued(&e, 7, 40, 6, 9);
         check_reuse(&e, &greedy(&p, 6), &greedy(&next, 8), 45);
         // the same prompt again: all but its last token are kept
         check_reuse(&e, &greedy(&p, 6), &greedy(&p, 8), if name == "qwen35-tiny" { 0 } else { 39 });
@@ -308,11 +315,7 @@ fn reusable_prefix_keeps_the_last_prompt_token_to_run() {
 fn a_forked_session_is_an_independent_copy() {
     for name in ["llama-tiny", "qwen35-tiny"] {
         let e = load(&synthetic(name), 2048, 512);
-        let v = e.n_vocab();
-        let p = ids(21, 50, v);
-        let a = run_to_end(&e, e.start_sequence(&greedy(&p, 5)).unwrap());
-        let mut next: Vec<u32> = p.iter().copied().chain(a.ids()).collect();
-        next.extend(ids(22, 7, v));
+        let (_, a, next) = continued(&e, 21, 50, 5, 7);
         let original = a.into_session();
         let fork = original.fork();
         assert_eq!(fork.tokens(), original.tokens());
