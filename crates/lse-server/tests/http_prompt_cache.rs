@@ -115,3 +115,27 @@ fn echoed_log_probs_of_a_shared_context_are_computed_once() {
         assert_eq!(top, want_top, "{cont}: top log-probs differ with the kept context");
     }
 }
+
+/// A prompt that shares its first tokens with a long prompt still being fed starts in a fork of
+/// that session (it waits until the shared part is in), with the answer of a new session.
+#[test]
+fn a_prefix_shared_with_a_prompt_being_fed_is_forked() {
+    let Some(m) = model() else { return };
+    let s = Server::start(&m, &[]);
+    let text = std::fs::read_to_string(lse_testdata::data("wiki.test.raw")).unwrap();
+    let head: String = text.chars().skip(500).take(300).collect();
+    let tail: String = text.chars().skip(10_000).take(7000).collect();
+    let long = format!("{head}{tail}");
+    let n_long = s.post("/tokenize", &json!({"content": long})).json()["tokens"].as_array().unwrap().len();
+    assert!((1200..2000).contains(&n_long), "{n_long}");
+    let short = format!("{head} In short,");
+    std::thread::scope(|sc| {
+        let a = sc.spawn(|| s.stream("/v1/completions", &json!({"prompt": long, "max_tokens": 2, "temperature": 0, "stream": true})));
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let b = s.post("/v1/completions", &completion(json!(short), 2, true)).json();
+        assert!(cached(&b) >= 60, "the short prompt kept {} tokens", cached(&b));
+        let without = s.post("/v1/completions", &completion(json!(short), 2, false)).json();
+        assert_eq!(answer(&b), answer(&without));
+        a.join().unwrap();
+    });
+}

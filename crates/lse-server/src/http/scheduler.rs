@@ -175,7 +175,7 @@ impl Worker {
                     let prompt = engine.prompt_ids(&req);
                     let source = if cache_prompt { self.fork_source(&prompt) } else { Source::Kept };
                     if let Source::Wait = source {
-                        // a running sequence is prefilling this prompt's prefix: fork it once it is in
+                        // a running sequence is feeding this prompt's prefix: fork it once it is in
                         self.waiting.push_front(Job::Generate { index, req, cache_prompt, tx });
                         break;
                     }
@@ -215,24 +215,27 @@ impl Worker {
         }
     }
 
-    /// Where a prompt's prefix is found: in a kept session; in a running sequence whose prompt is
-    /// in (its session is forked); or in one still prefilling it (wait for that). A running
-    /// source must offer at least [`FORK_MIN`] tokens, and more than the kept sessions.
+    /// Where a prompt's prefix is found: in a kept session; in a running sequence's session (a
+    /// fork of it); or in the prompt of a running sequence that has not fed it yet (wait a step).
+    /// A running source must offer at least [`FORK_MIN`] tokens, and more than the kept sessions.
     fn fork_source(&self, prompt: &[u32]) -> Source {
-        let kept = self.cache.best(prompt);
-        let mut best = (kept.max(FORK_MIN - 1), Source::Kept);
+        let floor = self.cache.best(prompt).max(FORK_MIN - 1);
+        let (mut fork, mut wait) = ((0, 0), 0);
         for (i, r) in self.running.iter().enumerate() {
-            let (n, source) = if r.seq.prompt_left() == 0 {
-                (r.seq.session.reusable_prefix(prompt), Source::Fork(i))
-            } else {
-                let common = r.seq.prompt().iter().zip(prompt).take_while(|(a, b)| a == b).count();
-                (common.min(prompt.len().saturating_sub(1)), Source::Wait)
-            };
-            if n > best.0 {
-                best = (n, source);
+            let now = r.seq.session.reusable_prefix(prompt);
+            fork = fork.max((now, i));
+            let common = r.seq.prompt().iter().zip(prompt).take_while(|(a, b)| a == b).count();
+            if r.seq.prompt_left() > 0 {
+                wait = wait.max(common.min(prompt.len().saturating_sub(1)));
             }
         }
-        best.1
+        if wait > floor.max(fork.0) {
+            Source::Wait
+        } else if fork.0 > floor {
+            Source::Fork(fork.1)
+        } else {
+            Source::Kept
+        }
     }
 
     fn score(&mut self, job: Job) {
