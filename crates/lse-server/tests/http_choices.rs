@@ -4,7 +4,7 @@
 
 mod http;
 
-use http::{model, Server};
+use http::{model, wiki, Server};
 use serde_json::{json, Value};
 
 fn texts(v: &Value, key: &str) -> Vec<(u64, String)> {
@@ -27,8 +27,7 @@ fn seeded_choices_are_the_single_requests_with_seed_plus_j() {
     assert_ne!(got[0].1, got[1].1, "seeded choices should differ");
     assert_eq!(texts(&s.post("/v1/completions", &body(json!(prompts), 3, 40)).json(), "text"), got, "the request repeats");
     // each prompt counts once, every choice's tokens count
-    let ids = |t: &str| s.post("/tokenize", &json!({"content": t})).json()["tokens"].as_array().unwrap().len() as u64;
-    assert_eq!(r["usage"]["prompt_tokens"].as_u64(), Some(ids(prompts[0]) + ids(prompts[1])));
+    assert_eq!(r["usage"]["prompt_tokens"].as_u64(), Some((s.n_tokens(prompts[0]) + s.n_tokens(prompts[1])) as u64));
     assert_eq!(r["usage"]["completion_tokens"].as_u64(), Some(6 * 8));
     // chat: n answers, streamed to their finish
     let chat = json!({"messages": [{"role": "user", "content": "Name a fruit."}], "max_tokens": 6, "n": 2, "temperature": 1.0, "seed": 3, "ignore_eos": true});
@@ -60,9 +59,8 @@ fn seeded_choices_are_the_single_requests_with_seed_plus_j() {
 fn choices_of_a_long_prompt_share_its_prefill() {
     let Some(m) = model() else { return };
     let s = Server::start(&m, &[]);
-    let text = std::fs::read_to_string(lse_testdata::data("wiki.test.raw")).unwrap();
-    let prompt: String = text.chars().skip(2000).take(1200).collect();
-    let n_prompt = s.post("/tokenize", &json!({"content": prompt})).json()["tokens"].as_array().unwrap().len() as u64;
+    let prompt = wiki(2000, 1200);
+    let n_prompt = s.n_tokens(&prompt) as u64;
     assert!(n_prompt > 200, "{n_prompt}");
     let body = |n: usize, seed: u64, cache: bool| json!({"prompt": prompt, "max_tokens": 6, "n": n, "temperature": 1.0, "seed": seed, "ignore_eos": true, "logprobs": 1, "cache_prompt": cache});
     let rows_before = s.metric("lse_batch_prompt_rows_total");

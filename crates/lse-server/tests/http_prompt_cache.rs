@@ -5,7 +5,7 @@
 
 mod http;
 
-use http::{model, Server};
+use http::{model, wiki, Server};
 use serde_json::{json, Value};
 
 /// (text, tokens, log-prob bits) of a completion or chat answer.
@@ -46,19 +46,19 @@ fn a_continued_prompt_runs_only_its_new_tokens_and_answers_the_same() {
     let Some(m) = model() else { return };
     let s = Server::start(&m, &["--parallel", "2"]);
     let first = "The history of the city of Paris begins";
-    let p: Vec<u64> = s.post("/tokenize", &json!({"content": first})).json()["tokens"].as_array().unwrap().iter().map(|t| t.as_u64().unwrap()).collect();
+    let p = s.n_tokens(first);
     let a = s.post("/v1/completions", &completion(json!(first), 8, true)).json();
     assert_eq!(cached(&a), 0, "a new server has nothing kept");
     // the same prompt again: everything but its last token is kept
     let again = same_with_and_without_cache(&s, "/v1/completions", &completion(json!(first), 8, true));
-    assert_eq!(cached(&again), p.len() as u64 - 1);
+    assert_eq!(cached(&again), p as u64 - 1);
     // the prompt continued by the answer and more text: the prompt and (up to) the 7 answer
     // tokens fed before the 8th was sampled are kept
     let next = format!("{first}{} and then", answer(&a).0);
     let b = same_with_and_without_cache(&s, "/v1/completions", &completion(json!(next), 12, true));
     let k = cached(&b);
-    assert!(k >= p.len() as u64 && k <= p.len() as u64 + 7, "cached {k} of the continued prompt ({} prompt tokens)", p.len());
-    assert_eq!(b["usage"]["prompt_tokens"].as_u64().unwrap(), s.post("/tokenize", &json!({"content": next})).json()["tokens"].as_array().unwrap().len() as u64);
+    assert!(k >= p as u64 && k <= p as u64 + 7, "cached {k} of the continued prompt ({} prompt tokens)", p);
+    assert_eq!(b["usage"]["prompt_tokens"].as_u64().unwrap(), s.n_tokens(&next) as u64);
     // a chat's next turn starts with the first turn's prompt
     let turn1 = json!([{"role": "system", "content": "You are brief."}, {"role": "user", "content": "Name a colour."}]);
     let chat = |msgs: &Value| json!({"messages": msgs, "max_tokens": 10, "temperature": 0, "logprobs": true, "cache_prompt": true});
@@ -122,11 +122,9 @@ fn echoed_log_probs_of_a_shared_context_are_computed_once() {
 fn a_prefix_shared_with_a_prompt_being_fed_is_forked() {
     let Some(m) = model() else { return };
     let s = Server::start(&m, &[]);
-    let text = std::fs::read_to_string(lse_testdata::data("wiki.test.raw")).unwrap();
-    let head: String = text.chars().skip(500).take(300).collect();
-    let tail: String = text.chars().skip(10_000).take(7000).collect();
-    let long = format!("{head}{tail}");
-    let n_long = s.post("/tokenize", &json!({"content": long})).json()["tokens"].as_array().unwrap().len();
+    let head = wiki(500, 300);
+    let long = format!("{head}{}", wiki(10_000, 7000));
+    let n_long = s.n_tokens(&long);
     assert!((1200..2000).contains(&n_long), "{n_long}");
     let short = format!("{head} In short,");
     std::thread::scope(|sc| {

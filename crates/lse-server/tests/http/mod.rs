@@ -45,7 +45,18 @@ impl Reply {
     }
 }
 
+/// Characters `skip..skip + take` of `data/wiki.test.raw`: a prompt of real text.
+pub fn wiki(skip: usize, take: usize) -> String {
+    let text = std::fs::read_to_string(lse_testdata::data("wiki.test.raw")).unwrap();
+    text.chars().skip(skip).take(take).collect()
+}
+
 impl Server {
+    /// How many tokens the server's tokenizer makes of `text`.
+    pub fn n_tokens(&self, text: &str) -> usize {
+        self.post("/tokenize", &serde_json::json!({"content": text})).json()["tokens"].as_array().unwrap().len()
+    }
+
     /// Starts `lse-server --model M --port 0 ENGINE extra…`, reads the address it prints and waits
     /// for `/health` to say ok.
     pub fn start(model: &str, extra: &[&str]) -> Server {
