@@ -34,7 +34,7 @@ pub use lse_kernels::Dialect;
 pub use model_path::resolve_model_path;
 pub use open_options::OpenOptions;
 pub use options::{parse_dialect, physical_cores, EngineConfig, EngineOptions, KvDtype};
-pub use session::Session;
+pub use session::{common_prefix, Session};
 pub use weights::{Matrix, Weights};
 
 /// What a layer stack needs to compute: the backend (kernels, threads, attention kind) and a

@@ -70,14 +70,18 @@ impl Session {
     /// must run again to give the first logits. A recurrent model's state cannot be rewound, so
     /// there the session is kept only when all its tokens are such a prefix (else 0).
     pub fn reusable_prefix(&self, prompt: &[u32]) -> usize {
-        let common = self.tokens.iter().zip(prompt).take_while(|(a, b)| a == b).count();
-        let n = common.min(prompt.len().saturating_sub(1));
+        let n = common_prefix(&self.tokens, prompt).min(prompt.len().saturating_sub(1));
         if self.recurrent && n != self.tokens.len() {
             0
         } else {
             n
         }
     }
+}
+
+/// How many leading tokens `a` and `b` share.
+pub fn common_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 impl Engine {

@@ -8,6 +8,7 @@ use super::sampler::Sampler;
 use super::text::TextStream;
 use crate::{BatchRow, Engine, EngineError, Session};
 use lse_kernels::reduce::RowReduce;
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::sync::OnceLock;
 use std::time::Instant;
@@ -121,11 +122,12 @@ impl Engine {
         self.start_sequence_in(req, None)
     }
 
-    /// The request's prompt as token ids (a text is tokenized with special tokens parsed).
-    pub fn prompt_ids(&self, req: &GenerateRequest) -> Vec<u32> {
+    /// The request's prompt as token ids (a text is tokenized with special tokens parsed; ids
+    /// are borrowed).
+    pub fn prompt_ids<'a>(&self, req: &'a GenerateRequest) -> Cow<'a, [u32]> {
         match &req.prompt {
-            Prompt::Text(t) => self.tokenizer().tokenize(t, req.add_special, true),
-            Prompt::Tokens(t) => t.clone(),
+            Prompt::Text(t) => Cow::Owned(self.tokenizer().tokenize(t, req.add_special, true)),
+            Prompt::Tokens(t) => Cow::Borrowed(t),
         }
     }
 
@@ -136,7 +138,7 @@ impl Engine {
     /// bit-identical to one in a new session.
     pub fn start_sequence_in(&self, req: &GenerateRequest, session: Option<Session>) -> Result<Sequence, EngineError> {
         req.validate().map_err(EngineError::InvalidRequest)?;
-        let prompt = self.prompt_ids(req);
+        let prompt = self.prompt_ids(req).into_owned();
         if prompt.is_empty() {
             return Err(EngineError::InvalidRequest("the prompt has no tokens".into()));
         }
@@ -146,13 +148,6 @@ impl Engine {
         if let Some(&id) = req.sampling.logit_bias.keys().find(|&&t| t as usize >= self.n_vocab()) {
             return Err(EngineError::InvalidRequest(format!("logit bias token id {id} is outside the vocabulary of {}", self.n_vocab())));
         }
-        if prompt.len() >= self.kv_capacity() {
-            return Err(EngineError::InvalidRequest(format!(
-                "the prompt has {} tokens; the context holds {} (--kv-len), leaving no room to generate",
-                prompt.len(),
-                self.kv_capacity()
-            )));
-        }
         let (session, fed) = match session {
             Some(mut s) => {
                 let keep = s.reusable_prefix(&prompt);
@@ -161,9 +156,10 @@ impl Engine {
             }
             None => (self.new_session(None)?, 0),
         };
+        // a new session holds --kv-len tokens; a given one at most that
         if prompt.len() >= session.capacity() {
             return Err(EngineError::InvalidRequest(format!(
-                "the prompt has {} tokens; the session holds {}, leaving no room to generate",
+                "the prompt has {} tokens; the context holds {} (--kv-len), leaving no room to generate",
                 prompt.len(),
                 session.capacity()
             )));

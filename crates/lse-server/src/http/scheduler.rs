@@ -15,7 +15,7 @@ use super::metrics::Metrics;
 use super::scoring::{prompt_logprobs, PromptLogprob, ScoredPrompts};
 use super::session_cache::SessionCache;
 use lse_engine::generation::StepToken;
-use lse_engine::{Engine, FinishReason, GenerateRequest, Sequence};
+use lse_engine::{common_prefix, Engine, FinishReason, GenerateRequest, Sequence};
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -224,9 +224,8 @@ impl Worker {
         for (i, r) in self.running.iter().enumerate() {
             let now = r.seq.session.reusable_prefix(prompt);
             fork = fork.max((now, i));
-            let common = r.seq.prompt().iter().zip(prompt).take_while(|(a, b)| a == b).count();
             if r.seq.prompt_left() > 0 {
-                wait = wait.max(common.min(prompt.len().saturating_sub(1)));
+                wait = wait.max(common_prefix(r.seq.prompt(), prompt).min(prompt.len().saturating_sub(1)));
             }
         }
         if wait > floor.max(fork.0) {

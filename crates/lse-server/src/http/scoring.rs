@@ -6,7 +6,7 @@
 //! that shares a prefix with a kept one runs only the rest (batch invariance: the same values).
 
 use super::errors::{from_engine, ApiError};
-use lse_engine::{Batch, Engine, RowRequest, Session};
+use lse_engine::{common_prefix, Batch, Engine, RowRequest, Session};
 
 /// The log-prob of prompt token `i + 1` given tokens `0..=i`, and the `top_k` most likely tokens.
 #[derive(Clone, Debug)]
@@ -37,8 +37,7 @@ impl ScoredPrompts {
     /// The kept prompt (same `top_k`) sharing the longest prefix with `ids`, if it shares two
     /// tokens or more (one kept log-prob), and that prefix's length.
     fn take(&mut self, ids: &[u32], top_k: usize) -> Option<(Scored, usize)> {
-        let common = |s: &Scored| s.ids.iter().zip(ids).take_while(|(a, b)| a == b).count();
-        let (c, i) = self.kept.iter().enumerate().filter(|(_, s)| s.top_k == top_k).map(|(i, s)| (common(s), i)).max()?;
+        let (c, i) = self.kept.iter().enumerate().filter(|(_, s)| s.top_k == top_k).map(|(i, s)| (common_prefix(&s.ids, ids), i)).max()?;
         (c >= 2).then(|| (self.kept.remove(i), c))
     }
 
