@@ -20,20 +20,16 @@ pub fn now_secs() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
-/// OpenAI's usage object; `cached`: prompt tokens found in a kept session (OpenAI's
-/// `prompt_tokens_details.cached_tokens`).
-pub fn usage(prompt: usize, cached: usize, completion: usize) -> Value {
-    json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
-           "prompt_tokens_details": {"cached_tokens": cached}})
-}
-
-/// The usage of `outs`, `n` choices per prompt in a row: a prompt counts once (its most kept
-/// tokens among its choices), every choice's completion counts.
+/// OpenAI's usage object of `outs`, `n` choices per prompt in a row: a prompt counts once (with
+/// its most kept tokens among its choices, OpenAI's `prompt_tokens_details.cached_tokens`), every
+/// choice's completion counts.
 pub fn usage_of(outs: &[Outcome], n: usize) -> Value {
     let prompts = || outs.chunks(n.max(1));
-    let prompt = prompts().map(|c| c[0].prompt_tokens).sum();
-    let cached = prompts().map(|c| c.iter().map(|o| o.cached_tokens).max().unwrap_or(0)).sum();
-    usage(prompt, cached, outs.iter().map(|o| o.completion_tokens).sum())
+    let prompt: usize = prompts().map(|c| c[0].prompt_tokens).sum();
+    let cached: usize = prompts().map(|c| c.iter().map(|o| o.cached_tokens).max().unwrap_or(0)).sum();
+    let completion: usize = outs.iter().map(|o| o.completion_tokens).sum();
+    json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+           "prompt_tokens_details": {"cached_tokens": cached}})
 }
 
 /// A token's text as llama.cpp's token-to-piece renders it (special tokens shown), lossy UTF-8.

@@ -185,7 +185,7 @@ impl Worker {
                     let session = match source {
                         Source::Fork(i) => {
                             if full {
-                                self.cache.drop_oldest();
+                                self.cache.take_oldest();
                             }
                             Some(self.running[i].seq.session.fork())
                         }
@@ -219,7 +219,7 @@ impl Worker {
     /// fork of it); or in the prompt of a running sequence that has not fed it yet (wait a step).
     /// A running source must offer at least [`FORK_MIN`] tokens, and more than the kept sessions.
     fn fork_source(&self, prompt: &[u32]) -> Source {
-        let floor = self.cache.best(prompt).max(FORK_MIN - 1);
+        let floor = self.cache.best_for(prompt).max(FORK_MIN - 1);
         let (mut fork, mut wait) = ((0, 0), 0);
         for (i, r) in self.running.iter().enumerate() {
             let now = r.seq.session.reusable_prefix(prompt);
@@ -311,15 +311,9 @@ impl Worker {
     /// Ends the running sequences for which `gone` holds; their sessions are kept for later
     /// prompts (between steps a session's KV rows are whole).
     fn retire(&mut self, gone: impl Fn(&Running) -> bool) {
-        let mut keep = Vec::with_capacity(self.running.len());
-        for r in std::mem::take(&mut self.running) {
-            if gone(&r) {
-                self.cache.put(r.seq.into_session());
-            } else {
-                keep.push(r);
-            }
+        for r in self.running.extract_if(.., |r| gone(r)) {
+            self.cache.put(r.seq.into_session());
         }
-        self.running = keep;
     }
 
     fn fail_running(&mut self, error: ApiError) {

@@ -6,6 +6,7 @@
 //! that shares a prefix with a kept one runs only the rest (batch invariance: the same values).
 
 use super::errors::{from_engine, ApiError};
+use super::session_cache::Kept;
 use lse_engine::{common_prefix, Batch, Engine, RowRequest, Session};
 
 /// The log-prob of prompt token `i + 1` given tokens `0..=i`, and the `top_k` most likely tokens.
@@ -16,39 +17,21 @@ pub struct PromptLogprob {
 }
 
 /// A scored prompt: its session (every token fed) and its log-probs with `top_k` alternatives.
-struct Scored {
+pub struct Scored {
     ids: Vec<u32>,
     top_k: usize,
     lps: Vec<PromptLogprob>,
     session: Session,
 }
 
-/// At most `cap` scored prompts, least recently used first.
-pub struct ScoredPrompts {
-    kept: Vec<Scored>,
-    cap: usize,
-}
+/// Scored prompts kept, least recently used first.
+pub type ScoredPrompts = Kept<Scored>;
 
-impl ScoredPrompts {
-    pub fn new(cap: usize) -> ScoredPrompts {
-        ScoredPrompts { kept: Vec::new(), cap }
-    }
-
+impl Kept<Scored> {
     /// The kept prompt (same `top_k`) sharing the longest prefix with `ids`, if it shares two
     /// tokens or more (one kept log-prob), and that prefix's length.
-    fn take(&mut self, ids: &[u32], top_k: usize) -> Option<(Scored, usize)> {
-        let (c, i) = self.kept.iter().enumerate().filter(|(_, s)| s.top_k == top_k).map(|(i, s)| (common_prefix(&s.ids, ids), i)).max()?;
-        (c >= 2).then(|| (self.kept.remove(i), c))
-    }
-
-    fn put(&mut self, s: Scored) {
-        if self.cap == 0 {
-            return;
-        }
-        if self.kept.len() == self.cap {
-            self.kept.remove(0);
-        }
-        self.kept.push(s);
+    fn take_scored(&mut self, ids: &[u32], top_k: usize) -> Option<(Scored, usize)> {
+        self.take_best(2, |s| (s.top_k == top_k).then(|| common_prefix(&s.ids, ids)))
     }
 }
 
@@ -70,7 +53,7 @@ pub fn prompt_logprobs(engine: &Engine, ids: &[u32], top_k: usize, reuse: bool, 
     }
     // log-prob p needs tokens 0..=p+1: with c tokens in common, 0..c-1 are kept, and token c-1
     // runs again (its hidden row now predicts another token)
-    let (mut session, mut lps, keep) = match if reuse { kept.take(ids, top_k) } else { None } {
+    let (mut session, mut lps, keep) = match if reuse { kept.take_scored(ids, top_k) } else { None } {
         Some((mut s, c)) => {
             let keep = c - 1;
             s.lps.truncate(keep);
