@@ -41,6 +41,15 @@ struct Plan {
     model: String,
 }
 
+impl Plan {
+    /// Every choice's counts before it generates: its prompt's tokens, and those the scoring path
+    /// found kept (`scored_cached`, per prompt).
+    fn prompt_only(&self, scored_cached: &[usize]) -> Vec<Outcome> {
+        let n = self.n;
+        (0..self.prompts.len() * n).map(|k| Outcome { prompt_tokens: self.prompts[k / n].ids.len(), cached_tokens: scored_cached[k / n], ..Default::default() }).collect()
+    }
+}
+
 async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult<Response> {
     let ready = app.ready()?;
     let f = Fields(body);
@@ -84,7 +93,7 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
         let rx = generate::start(&ready.scheduler, plan.reqs.clone(), plan.cache_prompt)?;
         generate::collect(rx, plan.reqs.len()).await?
     } else {
-        (0..plan.reqs.len()).map(|k| Outcome { prompt_tokens: plan.prompts[k / n].ids.len(), cached_tokens: scored_cached[k / n], ..Default::default() }).collect()
+        plan.prompt_only(&scored_cached)
     };
     let choices: Vec<Value> = outs
         .iter()
@@ -141,8 +150,7 @@ async fn stream_response(ready: &Ready, plan: Plan, prompt_lps: Vec<Vec<PromptLo
         let m = plan.model.as_str();
         let mut offsets = vec![0usize; total];
         // every choice's counts, for the usage chunk
-        let mut outs: Vec<Outcome> =
-            (0..total).map(|k| Outcome { prompt_tokens: plan.prompts[k / n].ids.len(), cached_tokens: scored_cached[k / n], ..Default::default() }).collect();
+        let mut outs = plan.prompt_only(&scored_cached);
         if plan.echo {
             for (k, offset) in offsets.iter_mut().enumerate() {
                 let (i, p) = (k / n, &plan.prompts[k / n]);
