@@ -7,7 +7,9 @@ Measures, per server:
   * time to first token of a 512-token prompt sent while 8 streams are already decoding,
   * time to first token of a 1,500-token prompt continued by 16 tokens after the 1,500 ran in an
     earlier request, with `cache_prompt` true (both servers' default: the kept prefix is not run
-    again) and false.
+    again) and false,
+  * time to first token of a 16-token prompt sent 0.15 s after a new 1,500-token prompt (while
+    that one is being prefilled), and the long prompt's own.
 
 Standard library only. Each server is started on a free port, with the same thread count and
 16 slots, and stopped at the end. Usage:
@@ -162,6 +164,25 @@ def ttft_continued(base, cache_prompt, prompt_len=1500, extra=16):
     return times[0] - t0
 
 
+def ttft_short_behind_long(base, long_len=1500, short_len=16):
+    """First-token times of a short prompt sent while a long one prefills, and of the long one."""
+    rng = random.Random(2)
+    long_ids = [rng.randrange(1000, 20000) for _ in range(long_len)]
+    short_ids = [rng.randrange(1000, 20000) for _ in range(short_len)]
+    out = {}
+
+    def run_long():
+        out["long"] = stream(base, long_ids, 2, cache_prompt=False)
+
+    th = threading.Thread(target=run_long)
+    th.start()
+    time.sleep(0.15)
+    t0, times = stream(base, short_ids, 2, cache_prompt=False)
+    th.join()
+    lt0, ltimes = out["long"]
+    return times[0] - t0, ltimes[0] - lt0
+
+
 def bench(kind, binary, args):
     p, base = start(kind, binary, args.model, args.threads, 16, args.ctx)
     try:
@@ -173,6 +194,7 @@ def bench(kind, binary, args):
         r["ttft_512_with_8_busy_s"] = ttft_under_load(base)
         r["ttft_continued_1500_cached_s"] = ttft_continued(base, True)
         r["ttft_continued_1500_uncached_s"] = ttft_continued(base, False)
+        r["ttft_16_behind_1500_s"], r["ttft_1500_before_16_s"] = ttft_short_behind_long(base)
         return r
     finally:
         stop(p)
@@ -199,7 +221,8 @@ def main():
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
     keys = ["single_stream_tok_s", "aggregate_4_tok_s", "aggregate_16_tok_s", "ttft_512_with_8_busy_s",
-            "ttft_continued_1500_cached_s", "ttft_continued_1500_uncached_s"]
+            "ttft_continued_1500_cached_s", "ttft_continued_1500_uncached_s", "ttft_16_behind_1500_s",
+            "ttft_1500_before_16_s"]
     print(f"{'metric':28}" + "".join(f"{k:>16}" for k in results))
     for k in keys:
         print(f"{k:28}" + "".join(f"{results[s][k]:16.3f}" for s in results))

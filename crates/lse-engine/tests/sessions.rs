@@ -328,3 +328,30 @@ fn a_forked_session_is_an_independent_copy() {
         assert!(outcome(&in_original) == fresh, "{name}: the original changed when its fork ran");
     }
 }
+
+/// A step feeds the prompts with the fewest rows left first: a short prompt started after a long
+/// one gets its first token in the first step, the long one takes the rest of the budget, ties
+/// keep their order; both generate what they generate alone.
+#[test]
+fn a_step_feeds_the_shortest_prompts_first() {
+    let e = load(&synthetic("llama-tiny"), 2048, 512);
+    let v = e.n_vocab();
+    let (long, short, other) = (ids(31, 90, v), ids(32, 12, v), ids(33, 12, v));
+    let mut seqs: Vec<Sequence> = [&long, &short, &other].iter().map(|p| e.start_sequence(&greedy(p, 4)).unwrap()).collect();
+    let stats = e.step(&mut seqs.iter_mut().collect::<Vec<_>>(), 20).unwrap();
+    assert_eq!((stats.prompt_rows, stats.decode_rows), (20, 0));
+    // the two short prompts: 12 rows for the first, the budget's last 8 for the tie after it
+    assert_eq!(seqs.iter().map(|s| s.prompt_left()).collect::<Vec<_>>(), [90, 0, 4]);
+    assert_eq!(seqs[1].steps.len(), 1, "the short prompt's first token comes out of the first step");
+    let stats = e.step(&mut seqs.iter_mut().collect::<Vec<_>>(), 20).unwrap();
+    // one decode row; the tie's last 4 prompt rows, then 16 of the long prompt's
+    assert_eq!((stats.prompt_rows, stats.decode_rows), (20, 1));
+    assert_eq!(seqs.iter().map(|s| s.prompt_left()).collect::<Vec<_>>(), [74, 0, 0]);
+    while seqs.iter().any(|s| !s.is_done()) {
+        e.step(&mut seqs.iter_mut().collect::<Vec<_>>(), 20).unwrap();
+    }
+    for (s, p) in seqs.iter().zip([&long, &short, &other]) {
+        let solo = run_to_end(&e, e.start_sequence(&greedy(p, 4)).unwrap());
+        assert!(outcome(s) == outcome(&solo), "a sequence's tokens depend on the others' prompts");
+    }
+}

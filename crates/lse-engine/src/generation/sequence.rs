@@ -184,8 +184,9 @@ impl Engine {
     }
 
     /// One forward pass for many sequences: every running sequence's sampled token (decode rows
-    /// first), then prompt slices while `prompt_budget` rows remain; then samples each sequence
-    /// whose last prompt token or decode row came out. Finished sequences are skipped.
+    /// first), then prompt slices while `prompt_budget` rows remain, the prompts with the fewest
+    /// rows left first; then samples each sequence whose last prompt token or decode row came
+    /// out. Finished sequences are skipped.
     pub fn step(&self, seqs: &mut [&mut Sequence], prompt_budget: usize) -> Result<StepStats, EngineError> {
         let mut rows = Vec::new();
         let mut stats = StepStats::default();
@@ -196,9 +197,10 @@ impl Engine {
             }
         }
         let mut budget = prompt_budget;
-        for (i, s) in seqs.iter().enumerate() {
-            if s.finish.is_some() || s.prompt_left() == 0 || budget == 0 {
-                continue;
+        for i in prompt_order(seqs) {
+            let s = &seqs[i];
+            if budget == 0 {
+                break;
             }
             let take = s.prompt_left().min(budget);
             budget -= take;
@@ -297,4 +299,14 @@ impl Engine {
         }
         Ok(())
     }
+}
+
+/// The unfinished sequences with prompt rows left, fewest left first (ties in their given
+/// order): a short prompt admitted beside a long one gets its first token in the next step
+/// instead of after the long prompt's slices, and the long one loses only the short one's rows.
+/// Which rows share a pass changes no value (batch invariance).
+fn prompt_order(seqs: &[&mut Sequence]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..seqs.len()).filter(|&i| seqs[i].finish.is_none() && seqs[i].prompt_left() > 0).collect();
+    order.sort_by_key(|&i| seqs[i].prompt_left());
+    order
 }
