@@ -329,28 +329,37 @@ fn a_forked_session_is_an_independent_copy() {
     }
 }
 
-/// A step feeds the prompts with the fewest rows left first: a short prompt started after a long
-/// one gets its first token in the first step, the long one takes the rest of the budget, ties
-/// keep their order; both generate what they generate alone.
+/// A step's prompt budget: a quarter to the oldest sequence with prompt rows left, the rest to the
+/// prompts with the fewest rows left first (ties in their order). Short prompts started after a
+/// long one get their first tokens at once while the long one keeps moving; every sequence
+/// generates what it does alone.
 #[test]
 fn a_step_feeds_the_shortest_prompts_first() {
     let e = load(&synthetic("llama-tiny"), 2048, 512);
     let v = e.n_vocab();
     let (long, short, other) = (ids(31, 90, v), ids(32, 12, v), ids(33, 12, v));
     let mut seqs: Vec<Sequence> = [&long, &short, &other].iter().map(|p| e.start_sequence(&greedy(p, 4)).unwrap()).collect();
+    let left = |seqs: &[Sequence]| seqs.iter().map(|s| s.prompt_left()).collect::<Vec<_>>();
     let stats = e.step(&mut seqs.iter_mut().collect::<Vec<_>>(), 20).unwrap();
     assert_eq!((stats.prompt_rows, stats.decode_rows), (20, 0));
-    // the two short prompts: 12 rows for the first, the budget's last 8 for the tie after it
-    assert_eq!(seqs.iter().map(|s| s.prompt_left()).collect::<Vec<_>>(), [90, 0, 4]);
+    // the long prompt's 5 (a quarter of 20), then 12 for the first short one, 3 for the tie after it
+    assert_eq!(left(&seqs), [85, 0, 9]);
     assert_eq!(seqs[1].steps.len(), 1, "the short prompt's first token comes out of the first step");
     let stats = e.step(&mut seqs.iter_mut().collect::<Vec<_>>(), 20).unwrap();
-    // one decode row; the tie's last 4 prompt rows, then 16 of the long prompt's
+    // one decode row; the long prompt's 5, the tie's last 9, then 6 more of the long prompt's
     assert_eq!((stats.prompt_rows, stats.decode_rows), (20, 1));
-    assert_eq!(seqs.iter().map(|s| s.prompt_left()).collect::<Vec<_>>(), [74, 0, 0]);
-    while seqs.iter().any(|s| !s.is_done()) {
-        e.step(&mut seqs.iter_mut().collect::<Vec<_>>(), 20).unwrap();
+    assert_eq!(left(&seqs), [74, 0, 0]);
+    // with the long prompt no longer the oldest, it still goes last
+    let mut later = vec![e.start_sequence(&greedy(&ids(34, 30, v), 4)).unwrap(), seqs.remove(0)];
+    e.step(&mut later.iter_mut().collect::<Vec<_>>(), 20).unwrap();
+    assert_eq!(left(&later), [10, 74], "the oldest prompt's quarter, then the shortest first");
+    while later.iter().any(|s| !s.is_done()) || seqs.iter().any(|s| !s.is_done()) {
+        let mut all: Vec<&mut Sequence> = later.iter_mut().chain(seqs.iter_mut()).collect();
+        e.step(&mut all, 20).unwrap();
     }
-    for (s, p) in seqs.iter().zip([&long, &short, &other]) {
+    let prompts = [&long, &ids(34, 30, v), &short, &other];
+    let done: Vec<&Sequence> = [&later[1], &later[0], &seqs[0], &seqs[1]].into_iter().collect();
+    for (s, p) in done.into_iter().zip(prompts) {
         let solo = run_to_end(&e, e.start_sequence(&greedy(p, 4)).unwrap());
         assert!(outcome(s) == outcome(&solo), "a sequence's tokens depend on the others' prompts");
     }

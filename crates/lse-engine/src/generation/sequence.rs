@@ -184,9 +184,9 @@ impl Engine {
     }
 
     /// One forward pass for many sequences: every running sequence's sampled token (decode rows
-    /// first), then prompt slices while `prompt_budget` rows remain, the prompts with the fewest
-    /// rows left first; then samples each sequence whose last prompt token or decode row came
-    /// out. Finished sequences are skipped.
+    /// first), then prompt slices of at most `prompt_budget` rows in all (split as
+    /// [`prompt_slices`] says); then samples each sequence whose last prompt token or decode row
+    /// came out. Finished sequences are skipped.
     pub fn step(&self, seqs: &mut [&mut Sequence], prompt_budget: usize) -> Result<StepStats, EngineError> {
         let mut rows = Vec::new();
         let mut stats = StepStats::default();
@@ -196,14 +196,8 @@ impl Engine {
                 stats.decode_rows += 1;
             }
         }
-        let mut budget = prompt_budget;
-        for i in prompt_order(seqs) {
+        for (i, take) in prompt_slices(seqs, prompt_budget).into_iter().enumerate() {
             let s = &seqs[i];
-            if budget == 0 {
-                break;
-            }
-            let take = s.prompt_left().min(budget);
-            budget -= take;
             let p0 = s.session.len();
             for j in 0..take {
                 let last = s.fed + j + 1 == s.prompt.len();
@@ -301,12 +295,25 @@ impl Engine {
     }
 }
 
-/// The unfinished sequences with prompt rows left, fewest left first (ties in their given
-/// order): a short prompt admitted beside a long one gets its first token in the next step
-/// instead of after the long prompt's slices, and the long one loses only the short one's rows.
-/// Which rows share a pass changes no value (batch invariance).
-fn prompt_order(seqs: &[&mut Sequence]) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..seqs.len()).filter(|&i| seqs[i].finish.is_none() && seqs[i].prompt_left() > 0).collect();
-    order.sort_by_key(|&i| seqs[i].prompt_left());
-    order
+/// How many prompt rows each sequence feeds in a step of `budget` prompt rows. The first
+/// unfinished sequence with prompt rows left (the oldest, in the caller's order) is sure of a
+/// quarter of the budget, so a long prompt keeps moving while shorter ones keep coming; the rest
+/// goes to the prompts with the fewest rows left first (ties in the given order), so a short
+/// prompt admitted beside a long one gets its first token in the next step instead of after the
+/// long prompt's slices. Which rows share a pass changes no value (batch invariance).
+fn prompt_slices(seqs: &[&mut Sequence], mut budget: usize) -> Vec<usize> {
+    let left: Vec<usize> = seqs.iter().map(|s| if s.finish.is_none() { s.prompt_left() } else { 0 }).collect();
+    let mut take = vec![0; seqs.len()];
+    if let Some(oldest) = left.iter().position(|&l| l > 0) {
+        take[oldest] = left[oldest].min(budget.div_ceil(4));
+        budget -= take[oldest];
+    }
+    let mut order: Vec<usize> = (0..seqs.len()).filter(|&i| left[i] > take[i]).collect();
+    order.sort_by_key(|&i| left[i]);
+    for i in order {
+        let more = (left[i] - take[i]).min(budget);
+        take[i] += more;
+        budget -= more;
+    }
+    take
 }

@@ -1,6 +1,6 @@
 //! The one thread that drives the engine: a bounded queue of jobs, at most `--parallel`
 //! sequences stepped together through one batched forward per step (prompt slices of at most
-//! `PROMPT_BUDGET` rows, shortest remaining prompt first, ride along with running decodes), text deltas streamed back through
+//! `PROMPT_BUDGET` rows, mostly to the shortest remaining prompts, ride along with running decodes), text deltas streamed back through
 //! channels, a sequence dropped as soon as its client's channel closes. The sessions of ended
 //! sequences stay in a [`SessionCache`] (running plus kept sessions stay within `--parallel`), and
 //! a new prompt starts in the one sharing the longest prefix with it, or in a fork of a running
