@@ -153,6 +153,8 @@ int lse_perplexity(lse_engine *engine, const char *request_json, char **json_out
  *     "ignore_eos"        boolean: go on past end-of-generation tokens (default false)
  *     "top_logprobs"      integer 0..20: alternatives reported per step (default 0)
  *     "add_special"       boolean: add BOS/EOS to a text prompt as the vocabulary asks (default true)
+ *     "json_object"       boolean: JSON mode, sample only tokens that keep the text one JSON
+ *                         object and stop ("stop") when it closes (default false)
  *   Unknown fields are refused. Example: {"prompt": "Hello", "max_tokens": 16, "temperature": 0}
  * json_out: receives {"object": "lse.generation", "prompt_tokens", "ids", "text", "finish_reason"
  *   ("eos", "stop" or "length"), "logprobs", "top2_margin", ["top_logprobs"], "prompt_seconds",

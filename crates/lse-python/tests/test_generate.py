@@ -65,6 +65,18 @@ def test_logit_bias_bans_and_raises_tokens(engine):  # noqa: F811
         engine.generate(PROMPT, logit_bias={"x": 1.0})
 
 
+def test_json_object_equals_the_cli_and_parses(engine):  # noqa: F811
+    chat = ("<|im_start|>user\nGive me a JSON object describing a cat with name and age.<|im_end|>\n"
+            "<|im_start|>assistant\n")
+    r = engine.generate(chat, max_tokens=200, temperature=0, json_object=True)
+    assert r["finish_reason"] == "stop"
+    assert isinstance(json.loads(r["text"]), dict)
+    if SERVER.is_file():
+        out = subprocess.run([str(SERVER), "--model", str(MODEL), "--threads", str(THREADS), "--generate", chat, "-n",
+                              "200", "--temp", "0", "--json-object"], capture_output=True, check=True)
+        assert json.loads(out.stdout)["ids"] == r["ids"]
+
+
 @pytest.mark.parametrize("options, phrase", [
     (dict(max_tokens=-1), "max tokens"),
     (dict(temperature=-1), "temperature"),

@@ -77,6 +77,8 @@ generation options (llama.cpp's defaults):
                              (may be given several times)
   --stop STR                 stop before STR (may be given several times)
   --ignore-eos               keep generating past end-of-generation tokens
+  --json-object              JSON mode: sample only tokens that keep the text one JSON object,
+                             stop when it closes
   --generate-output PATH     write the JSON there instead of standard output
 
 server options:
@@ -166,11 +168,11 @@ const VALUED: &[&str] = &[
 /// Flags.
 const FLAGS: &[&str] = &[
     "--no-cpu-fallback", "--no-mtp", "--tokenize-no-special", "--tokenize-no-parse-special", "--perplexity-token-ids", "--perplexity-windows",
-    "--ignore-eos", "--quiet", "--help", "-h",
+    "--ignore-eos", "--json-object", "--quiet", "--help", "-h",
 ];
 const GENERATE_ONLY: &[&str] = &[
     "-n", "--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n", "--presence-penalty",
-    "--frequency-penalty", "--seed", "--logit-bias", "--stop", "--ignore-eos", "--generate-output",
+    "--frequency-penalty", "--seed", "--logit-bias", "--stop", "--ignore-eos", "--json-object", "--generate-output",
 ];
 const SERVE_ONLY: &[&str] = &["--host", "--port", "--parallel", "--api-key", "--alias", "--chat-template", "--chat-template-file"];
 const TOKENIZE_ONLY: &[&str] = &["--tokenize-no-special", "--tokenize-no-parse-special", "--tokenize-output"];
@@ -371,6 +373,7 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
             }
             "--stop" => a.generate.stop.push(v.to_string()),
             "--ignore-eos" => a.generate.ignore_eos = true,
+            "--json-object" => a.generate.json_object = true,
             "--generate-output" => a.generate_output = Some(PathBuf::from(v)),
             "--host" => a.serve.host = v.to_string(),
             "--port" => a.serve.port = number(&name, v, "a port number (0 to 65535)")?,

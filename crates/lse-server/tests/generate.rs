@@ -114,3 +114,21 @@ fn bad_input_is_one_line_and_a_non_zero_exit() {
         assert!(o.stdout.is_empty(), "{args:?} printed to stdout");
     }
 }
+
+/// `--json-object`: the text is one JSON object (serde_json, an independent parser, reads it) and
+/// generation stops when it closes, greedy and sampled; without it the same prompt's greedy answer
+/// is not JSON.
+#[test]
+fn json_mode_generates_one_object_and_stops_when_it_closes() {
+    let Some(m) = smollm2() else { return };
+    let p = "<|im_start|>user\nGive me a JSON object describing a cat with name and age.<|im_end|>\n<|im_start|>assistant\n";
+    let free = generate(&m, &["--generate", p, "-n", "24", "--temp", "0"]);
+    assert!(serde_json::from_str::<Value>(free["text"].as_str().unwrap()).is_err(), "{free}");
+    for sampling in [&["--temp", "0"][..], &["--temp", "1", "--seed", "1"], &["--temp", "1", "--seed", "2"], &["--temp", "1", "--seed", "3"]] {
+        let r = generate(&m, &[&["--generate", p, "-n", "200", "--json-object"][..], sampling].concat());
+        assert_eq!(r["finish_reason"], "stop", "{sampling:?}: {r}");
+        let text = r["text"].as_str().unwrap();
+        let v: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{sampling:?}: {e}: {text:?}"));
+        assert!(v.is_object(), "{text:?}");
+    }
+}

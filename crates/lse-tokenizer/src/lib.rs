@@ -261,7 +261,12 @@ impl Tokenizer {
     /// `special` false, CONTROL and UNKNOWN tokens render as nothing. A piece may be part of a
     /// UTF-8 character. Ids out of range give nothing.
     pub fn token_to_piece(&self, id: u32, special: bool) -> Vec<u8> {
-        detokenize::piece_of(&self.vocab, &self.pieces, id, special).to_vec()
+        self.piece(id, special).to_vec()
+    }
+
+    /// [`Tokenizer::token_to_piece`] without a copy.
+    pub fn piece(&self, id: u32, special: bool) -> &[u8] {
+        detokenize::piece_of(&self.vocab, &self.pieces, id, special)
     }
 
     /// `llama_detokenize(ids, remove_special, unparse_special)`: the pieces joined, the space

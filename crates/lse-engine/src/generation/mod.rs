@@ -4,11 +4,13 @@
 pub mod logit_bias;
 mod report;
 mod request;
+mod json_object;
 mod sampler;
 mod sequence;
 mod text;
 
 pub use report::GenerationReport;
+pub use json_object::JsonObject;
 pub use logit_bias::LogitBias;
 pub use request::{GenerateRequest, Prompt, SamplingParams, MAX_TOP_LOGPROBS};
 pub use sampler::{argmax, Sampler};

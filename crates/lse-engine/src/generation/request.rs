@@ -72,6 +72,9 @@ pub struct GenerateRequest {
     pub top_logprobs: usize,
     /// Add BOS/EOS as the vocabulary asks when tokenizing a text prompt.
     pub add_special: bool,
+    /// JSON mode: only tokens that keep the text the start of one JSON object are sampled, and
+    /// the generation ends when the object closes (OpenAI's `response_format` `json_object`).
+    pub json_object: bool,
 }
 
 impl Default for GenerateRequest {
@@ -84,6 +87,7 @@ impl Default for GenerateRequest {
             ignore_eos: false,
             top_logprobs: 0,
             add_special: true,
+            json_object: false,
         }
     }
 }

@@ -4,6 +4,7 @@
 //! sequences through one batched forward, then samples every sequence that produced logits.
 
 use super::request::{GenerateRequest, Prompt};
+use super::json_object::JsonObject;
 use super::sampler::Sampler;
 use super::text::TextStream;
 use crate::{BatchRow, Engine, EngineError, Session};
@@ -72,6 +73,8 @@ pub struct Sequence {
     pub first_token_at: Option<Instant>,
     /// The logits row the sampler penalizes and filters, kept between steps.
     work: Vec<f32>,
+    /// JSON mode: how far the generated text is into its object.
+    json: Option<JsonObject>,
 }
 
 impl Sequence {
@@ -180,6 +183,7 @@ impl Engine {
             started: Instant::now(),
             first_token_at: None,
             work: Vec::new(),
+            json: req.json_object.then(JsonObject::default),
         })
     }
 
@@ -259,7 +263,8 @@ impl Engine {
             return Err(EngineError::NonFinite("the logits of a generation step are not finite".into()));
         }
         let (max, lse) = (red.max as f64, red.sum_exp.ln());
-        let (id, choice_margin) = if s.sampler.is_plain_greedy() {
+        let tk = self.tokenizer();
+        let (mut id, mut choice_margin) = if s.sampler.is_plain_greedy() {
             // no penalty: the argmax is already known
             let second = red.top.get(1).map_or(f32::NEG_INFINITY, |t| t.1);
             (red.argmax, (red.max - second) as f64)
@@ -268,6 +273,30 @@ impl Engine {
             s.work.extend_from_slice(row);
             s.sampler.sample_with_margin(&mut s.work, s.session.tokens())
         };
+        if let Some(json) = &s.json {
+            let fits = |t: u32| {
+                let piece = tk.piece(t, false);
+                !piece.is_empty() && json.accepts(piece)
+            };
+            if !fits(id) {
+                // as llama.cpp's grammar sampling: only when the pick breaks the object, mask every
+                // token that would and run the chain again
+                s.work.clear();
+                s.work.extend_from_slice(row);
+                let mut allowed = 0;
+                for (t, l) in s.work.iter_mut().enumerate() {
+                    if fits(t as u32) {
+                        allowed += 1;
+                    } else {
+                        *l = f32::NEG_INFINITY;
+                    }
+                }
+                if allowed == 0 {
+                    return Err(EngineError::InvalidRequest("JSON mode: no token of the vocabulary continues the object".into()));
+                }
+                (id, choice_margin) = s.sampler.sample_with_margin(&mut s.work, s.session.tokens());
+            }
+        }
         let lp = |l: f32| l as f64 - max - lse;
         let top = &red.top;
         let margin = if top.len() > 1 { (top[0].1 - top[1].1) as f64 } else { f64::INFINITY };
@@ -278,13 +307,14 @@ impl Engine {
             choice_margin,
             top: top.iter().take(s.top_logprobs).map(|&(t, l)| (t, lp(l))).collect(),
         });
-        let tk = self.tokenizer();
         let eog = tk.is_eog(id);
         if eog && !s.ignore_eos {
             s.finish = Some(FinishReason::Eos);
             return Ok(());
         }
-        if s.text.push(&tk.token_to_piece(id, false)) {
+        let piece = tk.piece(id, false);
+        let closed = s.json.as_mut().is_some_and(|j| j.push_all(piece) && j.is_complete());
+        if s.text.push(piece) || closed {
             s.finish = Some(FinishReason::Stop);
         } else if s.steps.len() >= s.max_tokens || s.session.len() >= s.session.capacity() {
             s.finish = Some(FinishReason::Length);

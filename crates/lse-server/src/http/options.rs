@@ -56,7 +56,7 @@ pub fn generate_request(f: &Fields, max_keys: &[&str], default_max: i64) -> ApiR
     if let Some(v) = f.bool("ignore_eos")? {
         r.ignore_eos = v;
     }
-    unconstrained(f)?;
+    r.json_object = json_mode(f)?;
     r.stop = match f.get("stop") {
         None => Vec::new(),
         Some(serde_json::Value::String(s)) => vec![s.clone()],
@@ -69,25 +69,34 @@ pub fn generate_request(f: &Fields, max_keys: &[&str], default_max: i64) -> ApiR
     Ok(r)
 }
 
-/// Refuses the fields that ask for constrained decoding (a grammar, a JSON schema, tool calls):
-/// LSE samples free text, and a client that asked for JSON must not get prose silently.
-fn unconstrained(f: &Fields) -> ApiResult<()> {
+/// Whether `response_format` asks for JSON mode (`{"type": "json_object"}`); refuses the
+/// constrained decoding LSE does not do (a schema, a grammar, tool calls), so a client that asked
+/// for them does not get unconstrained text silently.
+fn json_mode(f: &Fields) -> ApiResult<bool> {
+    let mut json = false;
     if let Some(v) = f.get("response_format") {
-        let kind = v.get("type").and_then(|t| t.as_str());
-        if kind != Some("text") {
-            return Err(ApiError::bad_request(format!("\"response_format\" {} is not supported: LSE samples unconstrained text", kind.unwrap_or("(no type)"))));
+        match v.get("type").and_then(|t| t.as_str()) {
+            Some("text") => {}
+            Some("json_object") if v.get("schema").is_none() => json = true,
+            Some("json_object") => return Err(ApiError::bad_request("\"response_format\" json_object with a \"schema\" is not supported: LSE's JSON mode asks for any JSON object")),
+            kind => {
+                return Err(ApiError::bad_request(format!(
+                    "\"response_format\" {} is not supported: LSE samples text or, with json_object, one JSON object",
+                    kind.unwrap_or("(no type)")
+                )))
+            }
         }
     }
     for key in ["grammar", "json_schema", "guided_json", "guided_regex", "guided_choice", "guided_grammar"] {
         if f.get(key).is_some() {
-            return Err(ApiError::bad_request(format!("\"{key}\" is not supported: LSE samples unconstrained text")));
+            return Err(ApiError::bad_request(format!("\"{key}\" is not supported: LSE samples text or, with response_format json_object, one JSON object")));
         }
     }
     let no_tools = f.get("tools").and_then(|t| t.as_array()).is_none_or(Vec::is_empty);
     if !no_tools && f.get("tool_choice").and_then(|c| c.as_str()) != Some("none") {
         return Err(ApiError::bad_request("\"tools\" are not supported (no tool-call parsing); send tool_choice \"none\" or no tools"));
     }
-    Ok(())
+    Ok(json)
 }
 
 /// `validate()` for a request whose prompt is set, as a 400.

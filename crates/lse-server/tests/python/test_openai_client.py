@@ -1,5 +1,7 @@
 """The `openai` package against lse-server: completions, chat, streaming, token-id prompts."""
 
+import json
+
 import openai
 import pytest
 
@@ -82,7 +84,7 @@ def test_bad_request_is_a_400(client):
         client.completions.create(model="smol", prompt="def f(", suffix="    return x")
 
 
-def test_logit_bias_and_constrained_decoding(client, server):
+def test_logit_bias_json_mode_and_constrained_decoding(client, server):
     kw = dict(model="smol", prompt="The capital of France is", max_tokens=4, temperature=0)
     first = post(server, "/tokenize", {"content": client.completions.create(**kw).choices[0].text})["tokens"][0]
     # OpenAI's map form bans it (-100); llama-server's list form with false bans it too
@@ -95,9 +97,17 @@ def test_logit_bias_and_constrained_decoding(client, server):
     assert post(server, "/tokenize", {"content": a.choices[0].text})["tokens"][0] != first
     with pytest.raises(openai.BadRequestError, match="logit_bias"):
         client.completions.create(logit_bias={"not-an-id": 1}, **kw)
-    msgs = [{"role": "user", "content": "Give me JSON."}]
+    msgs = [{"role": "user", "content": "Give me a JSON object describing a cat with name and age."}]
+    # JSON mode: one JSON object, the answer ends when it closes; streamed the same
+    js = dict(model="smol", messages=msgs, max_tokens=200, temperature=0, response_format={"type": "json_object"})
+    r = client.chat.completions.create(**js)
+    assert r.choices[0].finish_reason == "stop"
+    assert isinstance(json.loads(r.choices[0].message.content), dict)
+    streamed = "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(stream=True, **js) if c.choices)
+    assert streamed == r.choices[0].message.content
     with pytest.raises(openai.BadRequestError, match="response_format"):
-        client.chat.completions.create(model="smol", messages=msgs, max_tokens=4, response_format={"type": "json_object"})
+        client.chat.completions.create(model="smol", messages=msgs, max_tokens=4,
+                                       response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {}}})
     tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]
     with pytest.raises(openai.BadRequestError, match="tools"):
         client.chat.completions.create(model="smol", messages=msgs, max_tokens=4, tools=tools)
