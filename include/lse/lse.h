@@ -155,6 +155,8 @@ int lse_perplexity(lse_engine *engine, const char *request_json, char **json_out
  *     "add_special"       boolean: add BOS/EOS to a text prompt as the vocabulary asks (default true)
  *     "json_object"       boolean: JSON mode, sample only tokens that keep the text one JSON
  *                         object and stop ("stop") when it closes (default false)
+ *     "json_schema"       object: the same for a value of this JSON schema (the subset the README
+ *                         lists; others are refused) (default none)
  *   Unknown fields are refused. Example: {"prompt": "Hello", "max_tokens": 16, "temperature": 0}
  * json_out: receives {"object": "lse.generation", "prompt_tokens", "ids", "text", "finish_reason"
  *   ("eos", "stop" or "length"), "logprobs", "top2_margin", ["top_logprobs"], "prompt_seconds",

@@ -65,7 +65,7 @@ def test_logit_bias_bans_and_raises_tokens(engine):  # noqa: F811
         engine.generate(PROMPT, logit_bias={"x": 1.0})
 
 
-def test_json_object_equals_the_cli_and_parses(engine):  # noqa: F811
+def test_json_object_and_schema(engine):  # noqa: F811
     chat = ("<|im_start|>user\nGive me a JSON object describing a cat with name and age.<|im_end|>\n"
             "<|im_start|>assistant\n")
     r = engine.generate(chat, max_tokens=200, temperature=0, json_object=True)
@@ -75,6 +75,13 @@ def test_json_object_equals_the_cli_and_parses(engine):  # noqa: F811
         out = subprocess.run([str(SERVER), "--model", str(MODEL), "--threads", str(THREADS), "--generate", chat, "-n",
                               "200", "--temp", "0", "--json-object"], capture_output=True, check=True)
         assert json.loads(out.stdout)["ids"] == r["ids"]
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20}, "age": {"type": "integer"}}}
+    r = engine.generate(chat, max_tokens=200, temperature=1, seed=1, json_schema=schema)
+    assert r["finish_reason"] == "stop"
+    cat = json.loads(r["text"])
+    assert list(cat) == ["name", "age"] and type(cat["age"]) is int
+    with pytest.raises(ValueError, match="pattern"):
+        engine.generate(chat, json_schema={"type": "object", "properties": {"a": {"type": "string", "pattern": "x"}}})
 
 
 @pytest.mark.parametrize("options, phrase", [

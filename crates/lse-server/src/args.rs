@@ -79,6 +79,8 @@ generation options (llama.cpp's defaults):
   --ignore-eos               keep generating past end-of-generation tokens
   --json-object              JSON mode: sample only tokens that keep the text one JSON object,
                              stop when it closes
+  --json-schema SCHEMA       the same for a value of this JSON schema (text; the subset the README
+                             lists)
   --generate-output PATH     write the JSON there instead of standard output
 
 server options:
@@ -162,7 +164,7 @@ const VALUED: &[&str] = &[
     "--perplexity-method", "--perplexity-ctx", "--perplexity-stride", "--perplexity-chunks",
     "--perplexity-kld-base-out", "--perplexity-kld-top-k", "--perplexity-kld", "--perplexity-output",
     "--perplexity-shard", "--perplexity-merge", "--generate", "--generate-file", "-n", "--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n",
-    "--presence-penalty", "--frequency-penalty", "--seed", "--logit-bias", "--stop", "--generate-output",
+    "--presence-penalty", "--frequency-penalty", "--seed", "--logit-bias", "--stop", "--json-schema", "--generate-output",
     "--host", "--port", "--parallel", "--api-key", "--alias", "--chat-template", "--chat-template-file",
 ];
 /// Flags.
@@ -172,7 +174,7 @@ const FLAGS: &[&str] = &[
 ];
 const GENERATE_ONLY: &[&str] = &[
     "-n", "--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n", "--presence-penalty",
-    "--frequency-penalty", "--seed", "--logit-bias", "--stop", "--ignore-eos", "--json-object", "--generate-output",
+    "--frequency-penalty", "--seed", "--logit-bias", "--stop", "--ignore-eos", "--json-object", "--json-schema", "--generate-output",
 ];
 const SERVE_ONLY: &[&str] = &["--host", "--port", "--parallel", "--api-key", "--alias", "--chat-template", "--chat-template-file"];
 const TOKENIZE_ONLY: &[&str] = &["--tokenize-no-special", "--tokenize-no-parse-special", "--tokenize-output"];
@@ -374,6 +376,9 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
             "--stop" => a.generate.stop.push(v.to_string()),
             "--ignore-eos" => a.generate.ignore_eos = true,
             "--json-object" => a.generate.json_object = true,
+            "--json-schema" => {
+                a.generate.json_schema = Some(serde_json::from_str(v).map_err(|e| format!("--json-schema: not JSON: {e}"))?);
+            }
             "--generate-output" => a.generate_output = Some(PathBuf::from(v)),
             "--host" => a.serve.host = v.to_string(),
             "--port" => a.serve.port = number(&name, v, "a port number (0 to 65535)")?,

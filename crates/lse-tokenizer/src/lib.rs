@@ -264,7 +264,7 @@ impl Tokenizer {
         self.piece(id, special).to_vec()
     }
 
-    /// [`Tokenizer::token_to_piece`] without a copy.
+    /// [`Tokenizer::token_to_piece`] without a copy (JSON mode tries every token's piece).
     pub fn piece(&self, id: u32, special: bool) -> &[u8] {
         detokenize::piece_of(&self.vocab, &self.pieces, id, special)
     }

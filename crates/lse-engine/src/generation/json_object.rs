@@ -7,9 +7,9 @@
 /// Deepest nesting of objects and arrays (one bit of `kinds` each).
 const MAX_DEPTH: u32 = 128;
 /// Longest run of whitespace between tokens of the grammar.
-const MAX_BLANKS: u8 = 32;
+pub(super) const MAX_BLANKS: u8 = 32;
 /// Longest number, in bytes.
-const MAX_NUMBER: u8 = 32;
+pub(super) const MAX_NUMBER: u8 = 32;
 
 const WORDS: [&[u8]; 3] = [b"true", b"false", b"null"];
 
@@ -41,7 +41,7 @@ enum At {
 /// Where a number is: after `-`, a leading `0`, integer digits, `.`, fraction digits, `e`, the
 /// exponent's sign, exponent digits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Num {
+pub(super) enum Num {
     Minus,
     Zero,
     Int,
@@ -53,13 +53,23 @@ enum Num {
 }
 
 impl Num {
+    /// The state after a number's first byte `b`, if a number starts with it.
+    pub(super) fn first(b: u8) -> Option<Num> {
+        match b {
+            b'-' => Some(Num::Minus),
+            b'0' => Some(Num::Zero),
+            b'1'..=b'9' => Some(Num::Int),
+            _ => None,
+        }
+    }
+
     /// Whether a number may end here.
-    fn complete(self) -> bool {
+    pub(super) fn complete(self) -> bool {
         matches!(self, Num::Zero | Num::Int | Num::Frac | Num::Exp)
     }
 
     /// The state after byte `b`, if `b` continues the number.
-    fn next(self, b: u8) -> Option<Num> {
+    pub(super) fn next(self, b: u8) -> Option<Num> {
         let digit = b.is_ascii_digit();
         match (self, b) {
             (Num::Minus, b'0') => Some(Num::Zero),
@@ -191,9 +201,7 @@ impl JsonObject {
             b'"' => At::Str { key: false },
             b'{' => return self.open(true),
             b'[' => return self.open(false),
-            b'-' => At::Num(Num::Minus),
-            b'0' => At::Num(Num::Zero),
-            b'1'..=b'9' => At::Num(Num::Int),
+            b'-' | b'0'..=b'9' => At::Num(Num::first(b).expect("a number's first byte")),
             b't' => At::Word { word: 0, at: 1 },
             b'f' => At::Word { word: 1, at: 1 },
             b'n' => At::Word { word: 2, at: 1 },

@@ -75,6 +75,9 @@ pub struct GenerateRequest {
     /// JSON mode: only tokens that keep the text the start of one JSON object are sampled, and
     /// the generation ends when the object closes (OpenAI's `response_format` `json_object`).
     pub json_object: bool,
+    /// JSON schema mode: as JSON mode, for a value of this schema (OpenAI's `json_schema`; the
+    /// subset `generation::Schema` compiles).
+    pub json_schema: Option<serde_json::Value>,
 }
 
 impl Default for GenerateRequest {
@@ -88,6 +91,7 @@ impl Default for GenerateRequest {
             top_logprobs: 0,
             add_special: true,
             json_object: false,
+            json_schema: None,
         }
     }
 }
@@ -141,6 +145,12 @@ impl GenerateRequest {
         }
         if self.stop.iter().any(|s| s.is_empty()) {
             return Err("stop strings must not be empty".into());
+        }
+        if let Some(s) = &self.json_schema {
+            if self.json_object {
+                return Err("json_object and json_schema exclude each other (a schema is JSON mode for that schema)".into());
+            }
+            super::json_schema::Schema::compile(s)?;
         }
         Ok(())
     }

@@ -4,7 +4,7 @@
 //! sequences through one batched forward, then samples every sequence that produced logits.
 
 use super::request::{GenerateRequest, Prompt};
-use super::json_object::JsonObject;
+use super::constraint::Constraint;
 use super::sampler::Sampler;
 use super::text::TextStream;
 use crate::{BatchRow, Engine, EngineError, Session};
@@ -73,8 +73,8 @@ pub struct Sequence {
     pub first_token_at: Option<Instant>,
     /// The logits row the sampler penalizes and filters, kept between steps.
     work: Vec<f32>,
-    /// JSON mode: how far the generated text is into its object.
-    json: Option<JsonObject>,
+    /// JSON (schema) mode: what the generated text must stay.
+    json: Option<Constraint>,
 }
 
 impl Sequence {
@@ -183,7 +183,7 @@ impl Engine {
             started: Instant::now(),
             first_token_at: None,
             work: Vec::new(),
-            json: req.json_object.then(JsonObject::default),
+            json: Constraint::of(req).map_err(EngineError::InvalidRequest)?,
         })
     }
 
@@ -273,26 +273,14 @@ impl Engine {
             s.work.extend_from_slice(row);
             s.sampler.sample_with_margin(&mut s.work, s.session.tokens())
         };
-        if let Some(json) = &s.json {
-            let fits = |t: u32| {
-                let piece = tk.piece(t, false);
-                !piece.is_empty() && json.accepts(piece)
-            };
-            if !fits(id) {
-                // as llama.cpp's grammar sampling: only when the pick breaks the object, mask every
-                // token that would and run the chain again
+        if let Some(c) = &mut s.json {
+            if !c.fits(tk, id) {
+                // as llama.cpp's grammar sampling: only when the pick breaks the constraint, mask
+                // every token that would and run the chain again
                 s.work.clear();
                 s.work.extend_from_slice(row);
-                let mut allowed = 0;
-                for (t, l) in s.work.iter_mut().enumerate() {
-                    if fits(t as u32) {
-                        allowed += 1;
-                    } else {
-                        *l = f32::NEG_INFINITY;
-                    }
-                }
-                if allowed == 0 {
-                    return Err(EngineError::InvalidRequest("JSON mode: no token of the vocabulary continues the object".into()));
+                if c.mask(tk, &mut s.work) == 0 {
+                    return Err(EngineError::InvalidRequest("JSON mode: no token of the vocabulary continues the value".into()));
                 }
                 (id, choice_margin) = s.sampler.sample_with_margin(&mut s.work, s.session.tokens());
             }

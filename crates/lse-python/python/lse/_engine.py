@@ -246,14 +246,15 @@ class Engine:
     def generate(self, prompt, *, max_tokens=None, temperature=None, top_k=None, top_p=None, min_p=None,
                  repeat_penalty=None, repeat_last_n=None, presence_penalty=None, frequency_penalty=None,
                  seed=None, stop=None, ignore_eos=None, top_logprobs=None, add_special=None, logit_bias=None,
-                 json_object=None):
+                 json_object=None, json_schema=None):
         """Prompts the model with ``prompt`` (a str, tokenized as a prompt with special-token text
         parsed, or a list of token ids) and returns the ``lse.generation`` dict that
         ``lse-server --generate`` prints. Options are those of ``lse_generate`` (``None`` =
         llama.cpp's default); ``logit_bias`` maps token ids to a number added to their logits
         before the other samplers (``float("-inf")`` bans the token); ``json_object=True`` samples
-        only tokens that keep the text one JSON object and stops when it closes; out-of-range
-        values raise ValueError."""
+        only tokens that keep the text one JSON object and stops when it closes, ``json_schema`` (a
+        dict) the same for a value of that schema; out-of-range values and unsupported schemas
+        raise ValueError."""
         if isinstance(prompt, str):
             req = {"prompt": prompt}
         else:
@@ -266,7 +267,7 @@ class Engine:
                        stop=None if stop is None else list(stop), ignore_eos=ignore_eos,
                        top_logprobs=top_logprobs, add_special=add_special,
                        logit_bias=None if logit_bias is None else _logit_bias(logit_bias),
-                       json_object=json_object)
+                       json_object=json_object, json_schema=json_schema)
         req.update({k: v for k, v in options.items() if v is not None})
         return json.loads(self._native.generate_json(json.dumps(req)))
 

@@ -56,7 +56,7 @@ pub fn generate_request(f: &Fields, max_keys: &[&str], default_max: i64) -> ApiR
     if let Some(v) = f.bool("ignore_eos")? {
         r.ignore_eos = v;
     }
-    r.json_object = json_mode(f)?;
+    (r.json_object, r.json_schema) = json_mode(f)?;
     r.stop = match f.get("stop") {
         None => Vec::new(),
         Some(serde_json::Value::String(s)) => vec![s.clone()],
@@ -69,34 +69,42 @@ pub fn generate_request(f: &Fields, max_keys: &[&str], default_max: i64) -> ApiR
     Ok(r)
 }
 
-/// Whether `response_format` asks for JSON mode (`{"type": "json_object"}`); refuses the
-/// constrained decoding LSE does not do (a schema, a grammar, tool calls), so a client that asked
-/// for them does not get unconstrained text silently.
-fn json_mode(f: &Fields) -> ApiResult<bool> {
-    let mut json = false;
+/// JSON mode and JSON schema mode, from OpenAI's `response_format` (`{"type": "json_object"}`,
+/// `{"type": "json_schema", "json_schema": {"schema": ..}}`) or llama-server's forms (a `schema`
+/// beside `json_object`, a `json_schema` field); refuses the constrained decoding LSE does not do
+/// (grammars, guided decoding, tool calls), so a client that asked for it does not get
+/// unconstrained text silently. The schema itself is checked by the engine's validation.
+fn json_mode(f: &Fields) -> ApiResult<(bool, Option<serde_json::Value>)> {
+    let mut mode = (false, f.get("json_schema").cloned());
     if let Some(v) = f.get("response_format") {
         match v.get("type").and_then(|t| t.as_str()) {
             Some("text") => {}
-            Some("json_object") if v.get("schema").is_none() => json = true,
-            Some("json_object") => return Err(ApiError::bad_request("\"response_format\" json_object with a \"schema\" is not supported: LSE's JSON mode asks for any JSON object")),
+            Some("json_object") => match v.get("schema") {
+                Some(s) => mode.1 = Some(s.clone()),
+                None => mode.0 = true,
+            },
+            Some("json_schema") => {
+                let s = v.get("json_schema").and_then(|j| j.get("schema"));
+                mode.1 = Some(s.cloned().ok_or_else(|| wrong("response_format", "{\"type\": \"json_schema\", \"json_schema\": {\"schema\": {..}}}"))?);
+            }
             kind => {
                 return Err(ApiError::bad_request(format!(
-                    "\"response_format\" {} is not supported: LSE samples text or, with json_object, one JSON object",
+                    "\"response_format\" {} is not supported: LSE samples text, one JSON object (json_object) or a value of a schema (json_schema)",
                     kind.unwrap_or("(no type)")
                 )))
             }
         }
     }
-    for key in ["grammar", "json_schema", "guided_json", "guided_regex", "guided_choice", "guided_grammar"] {
+    for key in ["grammar", "guided_json", "guided_regex", "guided_choice", "guided_grammar"] {
         if f.get(key).is_some() {
-            return Err(ApiError::bad_request(format!("\"{key}\" is not supported: LSE samples text or, with response_format json_object, one JSON object")));
+            return Err(ApiError::bad_request(format!("\"{key}\" is not supported: use response_format json_object or json_schema")));
         }
     }
     let no_tools = f.get("tools").and_then(|t| t.as_array()).is_none_or(Vec::is_empty);
     if !no_tools && f.get("tool_choice").and_then(|c| c.as_str()) != Some("none") {
         return Err(ApiError::bad_request("\"tools\" are not supported (no tool-call parsing); send tool_choice \"none\" or no tools"));
     }
-    Ok(json)
+    Ok(mode)
 }
 
 /// `validate()` for a request whose prompt is set, as a 400.

@@ -105,9 +105,24 @@ def test_logit_bias_json_mode_and_constrained_decoding(client, server):
     assert isinstance(json.loads(r.choices[0].message.content), dict)
     streamed = "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(stream=True, **js) if c.choices)
     assert streamed == r.choices[0].message.content
-    with pytest.raises(openai.BadRequestError, match="response_format"):
-        client.chat.completions.create(model="smol", messages=msgs, max_tokens=4,
-                                       response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {}}})
+    # OpenAI's structured outputs: an instance of the schema, properties in its order
+    schema = {"type": "object", "additionalProperties": False, "required": ["name", "age", "indoor"],
+              "properties": {"name": {"type": "string", "maxLength": 20}, "age": {"type": "integer"},
+                             "indoor": {"type": "boolean"}}}
+    fmt = {"type": "json_schema", "json_schema": {"name": "cat", "strict": True, "schema": schema}}
+    for seed in (1, 2):
+        r = client.chat.completions.create(model="smol", messages=msgs, max_tokens=200, temperature=1, seed=seed,
+                                           response_format=fmt)
+        assert r.choices[0].finish_reason == "stop"
+        cat = json.loads(r.choices[0].message.content)
+        assert list(cat) == ["name", "age", "indoor"] and len(cat["name"]) <= 20
+        assert type(cat["age"]) is int and type(cat["indoor"]) is bool
+    with pytest.raises(openai.BadRequestError, match="pattern"):
+        bad = {"type": "json_schema", "json_schema": {"name": "x", "schema": {
+            "type": "object", "properties": {"a": {"type": "string", "pattern": "x"}}}}}
+        client.chat.completions.create(model="smol", messages=msgs, max_tokens=4, response_format=bad)
+    with pytest.raises(openai.BadRequestError, match="grammar"):
+        client.chat.completions.create(model="smol", messages=msgs, max_tokens=4, extra_body={"grammar": "root ::= \"a\""})
     tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]
     with pytest.raises(openai.BadRequestError, match="tools"):
         client.chat.completions.create(model="smol", messages=msgs, max_tokens=4, tools=tools)

@@ -1,0 +1,467 @@
+//! JSON schema mode (OpenAI's `response_format` `json_schema`): whether a text is the start of a
+//! JSON value that follows a schema, byte by byte. The schema is compiled once into nodes; the
+//! state is a stack of frames (one per open object, array, string, number or literal). Objects
+//! are written with every property of the schema, in the schema's order (an instance that names
+//! every property is valid whatever `required` says), as OpenAI's strict mode writes them.
+//! Supported: `type` object (`properties`, `required`, `additionalProperties`), array (`items`,
+//! `minItems`, `maxItems`), string (`minLength`, `maxLength`, in characters), integer, number,
+//! boolean, null; `enum` and `const`; `title` and `description` are
+//! ignored. Anything else is refused when compiled, rather than sampled unchecked.
+
+use super::json_object::{Num, MAX_BLANKS, MAX_NUMBER};
+use serde_json::Value;
+
+/// Most values one `enum` may list (one bit of a `u64` each).
+const MAX_LITERALS: usize = 64;
+/// Deepest nesting of the schema's objects and arrays.
+const MAX_DEPTH: usize = 64;
+
+#[derive(Debug)]
+enum Node {
+    /// Each property's key as JSON text (quoted, escaped) and its node.
+    Object(Vec<(Vec<u8>, usize)>),
+    /// Items' node, fewest and most items.
+    Array(usize, usize, usize),
+    /// Fewest and most characters.
+    String(usize, usize),
+    Number { integer: bool },
+    /// The values allowed, as compact JSON texts (enum, const, boolean, null).
+    Literals(Vec<Vec<u8>>),
+}
+
+/// A compiled schema; node 0 is the root (an object).
+#[derive(Debug)]
+pub struct Schema {
+    nodes: Vec<Node>,
+}
+
+impl Schema {
+    /// Compiles `schema`; one line naming the first keyword or value that is not supported.
+    pub fn compile(schema: &Value) -> Result<Schema, String> {
+        let mut s = Schema { nodes: Vec::new() };
+        s.node(schema, "the schema", 0)?;
+        if !matches!(s.nodes[0], Node::Object(_)) {
+            return Err("json_schema: the schema must describe an object (\"type\": \"object\")".into());
+        }
+        Ok(s)
+    }
+
+    fn node(&mut self, v: &Value, at: &str, depth: usize) -> Result<usize, String> {
+        let o = v.as_object().ok_or_else(|| format!("json_schema: {at} must be a JSON object"))?;
+        if depth > MAX_DEPTH {
+            return Err(format!("json_schema: {at} nests deeper than {MAX_DEPTH}"));
+        }
+        const KNOWN: [&str; 13] = [
+            "type", "properties", "required", "additionalProperties", "items", "minItems", "maxItems", "minLength", "maxLength", "enum",
+            "const", "title", "description",
+        ];
+        if let Some(k) = o.keys().find(|k| !KNOWN.contains(&k.as_str())) {
+            return Err(format!("json_schema: \"{k}\" (in {at}) is not supported"));
+        }
+        let id = self.nodes.len();
+        self.nodes.push(Node::Literals(Vec::new())); // a placeholder until the children are in
+        let count = |k: &str, default: usize| match o.get(k) {
+            None => Ok(default),
+            Some(n) => n.as_u64().map(|n| n as usize).ok_or_else(|| format!("json_schema: \"{k}\" in {at} must be a count")),
+        };
+        let bounds = |lo: &str, hi: &str| -> Result<(usize, usize), String> {
+            let (min, max) = (count(lo, 0)?, count(hi, usize::MAX)?);
+            if min > max {
+                return Err(format!("json_schema: {at} has {lo} above {hi}"));
+            }
+            Ok((min, max))
+        };
+        let literals = |vals: &[Value]| -> Result<Node, String> {
+            if vals.is_empty() || vals.len() > MAX_LITERALS {
+                return Err(format!("json_schema: {at} must allow 1 to {MAX_LITERALS} values"));
+            }
+            Ok(Node::Literals(vals.iter().map(|x| serde_json::to_vec(x).expect("a JSON value serializes")).collect()))
+        };
+        let node = if let Some(e) = o.get("enum") {
+            literals(e.as_array().ok_or_else(|| format!("json_schema: \"enum\" in {at} must be an array"))?)?
+        } else if let Some(c) = o.get("const") {
+            literals(std::slice::from_ref(c))?
+        } else {
+            match o.get("type").and_then(Value::as_str) {
+                Some("object") => {
+                    let mut props = Vec::new();
+                    if let Some(p) = o.get("properties") {
+                        let p = p.as_object().ok_or_else(|| format!("json_schema: \"properties\" in {at} must be an object"))?;
+                        for (name, sub) in p {
+                            let child = self.node(sub, &format!("property \"{name}\""), depth + 1)?;
+                            props.push((serde_json::to_vec(name).expect("a string serializes"), child));
+                        }
+                    }
+                    let names: Vec<&String> = o.get("properties").and_then(Value::as_object).map(|p| p.keys().collect()).unwrap_or_default();
+                    for r in o.get("required").and_then(Value::as_array).into_iter().flatten() {
+                        if !r.as_str().is_some_and(|r| names.iter().any(|n| n.as_str() == r)) {
+                            return Err(format!("json_schema: required {r} is not a property of {at}"));
+                        }
+                    }
+                    Node::Object(props)
+                }
+                Some("array") => {
+                    let items = o.get("items").ok_or_else(|| format!("json_schema: the array {at} needs \"items\""))?;
+                    let (min, max) = bounds("minItems", "maxItems")?;
+                    Node::Array(self.node(items, &format!("the items of {at}"), depth + 1)?, min, max)
+                }
+                Some("string") => {
+                    let (min, max) = bounds("minLength", "maxLength")?;
+                    Node::String(min, max)
+                }
+                Some("integer") => Node::Number { integer: true },
+                Some("number") => Node::Number { integer: false },
+                Some("boolean") => Node::Literals(vec![b"true".to_vec(), b"false".to_vec()]),
+                Some("null") => Node::Literals(vec![b"null".to_vec()]),
+                _ => return Err(format!("json_schema: {at} needs a \"type\" (object, array, string, integer, number, boolean or null), an \"enum\" or a \"const\"")),
+            }
+        };
+        self.nodes[id] = node;
+        Ok(id)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ObjAt {
+    /// After `{`.
+    Open,
+    /// Matching property `prop`'s key; the byte index in it.
+    Key(usize),
+    Colon,
+    Value,
+    /// After a property's value.
+    After,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ArrAt {
+    Open,
+    Value,
+    After,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Frame {
+    Object { node: usize, prop: usize, at: ObjAt },
+    /// `count`: items so far.
+    Array { node: usize, at: ArrAt, count: usize },
+    /// `esc`: 0 in the text, 1 after `\`, 2..=5 hex digits of `\u` to come plus one; `chars`
+    /// so far (an escape is one).
+    Str { node: usize, esc: u8, chars: usize },
+    Num { integer: bool, at: Num, len: u8 },
+    /// The literals still matching (bits) and how many bytes matched.
+    Lit { node: usize, cand: u64, pos: usize },
+}
+
+/// How far a text has come as a value of a [`Schema`].
+#[derive(Clone, Debug, Default)]
+pub struct SchemaState {
+    stack: Vec<Frame>,
+    done: bool,
+    /// Length of the current whitespace run.
+    blanks: u8,
+}
+
+fn blank(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
+}
+
+impl SchemaState {
+    /// Whether the root value is closed (only whitespace may follow).
+    pub fn is_complete(&self) -> bool {
+        self.done
+    }
+
+    /// Whether the text followed by `bytes` still starts a value of `s`; `scratch` holds the
+    /// trial state (its stack's memory is reused from call to call).
+    pub fn accepts(&self, s: &Schema, bytes: &[u8], scratch: &mut SchemaState) -> bool {
+        scratch.stack.clear();
+        scratch.stack.extend_from_slice(&self.stack);
+        (scratch.done, scratch.blanks) = (self.done, self.blanks);
+        scratch.push_all(s, bytes)
+    }
+
+    /// Feeds `bytes`; false (and the state is then meaningless) if one breaks the value.
+    pub fn push_all(&mut self, s: &Schema, bytes: &[u8]) -> bool {
+        bytes.iter().all(|&b| self.push(s, b))
+    }
+
+    fn blank_run(&mut self) -> bool {
+        self.blanks += 1;
+        self.blanks <= MAX_BLANKS
+    }
+
+    fn set(&mut self, f: Frame) -> bool {
+        *self.stack.last_mut().expect("a frame") = f;
+        true
+    }
+
+    /// Pops the finished value; its container moves past it.
+    fn value_done(&mut self) {
+        self.stack.pop();
+        match self.stack.last_mut() {
+            Some(Frame::Object { at, .. }) => *at = ObjAt::After,
+            Some(Frame::Array { at, count, .. }) => {
+                *at = ArrAt::After;
+                *count += 1;
+            }
+            Some(_) => unreachable!("only objects and arrays hold values"),
+            None => self.done = true,
+        }
+    }
+
+    /// The first byte `b` of a value of node `node`.
+    fn start(&mut self, s: &Schema, node: usize, b: u8) -> bool {
+        self.blanks = 0;
+        let f = match (&s.nodes[node], b) {
+            (Node::Object(_), b'{') => Frame::Object { node, prop: 0, at: ObjAt::Open },
+            (Node::Array(..), b'[') => Frame::Array { node, at: ArrAt::Open, count: 0 },
+            (Node::String(..), b'"') => Frame::Str { node, esc: 0, chars: 0 },
+            (Node::Number { integer }, _) => match Num::first(b) {
+                Some(at) => Frame::Num { integer: *integer, at, len: 1 },
+                None => return false,
+            },
+            (Node::Literals(lits), _) => {
+                let cand = matching(lits, u64::MAX, 0, b);
+                if cand == 0 {
+                    return false;
+                }
+                Frame::Lit { node, cand, pos: 1 }
+            }
+            _ => return false,
+        };
+        if self.stack.len() > MAX_DEPTH {
+            return false;
+        }
+        self.stack.push(f);
+        true
+    }
+
+    fn push(&mut self, s: &Schema, b: u8) -> bool {
+        let Some(&top) = self.stack.last() else {
+            if blank(b) {
+                return self.blank_run();
+            }
+            return !self.done && self.start(s, 0, b);
+        };
+        match top {
+            Frame::Str { node, esc, chars } => {
+                let Node::String(min, max) = s.nodes[node] else { unreachable!("a string frame is on a string node") };
+                // a byte that starts a character (not a UTF-8 continuation byte) counts one
+                let more = chars + usize::from(b & 0xC0 != 0x80);
+                let to = |esc| Frame::Str { node, esc, chars };
+                match (esc, b) {
+                    (0, b'"') => chars >= min && {
+                        self.value_done();
+                        true
+                    },
+                    (0, 0..0x20) => false,
+                    (0, _) if more > max => false,
+                    (0, b'\\') => self.set(Frame::Str { node, esc: 1, chars: more }),
+                    (0, _) => self.set(Frame::Str { node, esc: 0, chars: more }),
+                    (1, b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => self.set(to(0)),
+                    (1, b'u') => self.set(to(5)),
+                    (_, _) if esc >= 2 && b.is_ascii_hexdigit() => self.set(to(if esc == 2 { 0 } else { esc - 1 })),
+                    _ => false,
+                }
+            }
+            Frame::Num { integer, at, len } => match at.next(b) {
+                Some(n) if !(integer && matches!(n, Num::Dot | Num::E)) && len < MAX_NUMBER => self.set(Frame::Num { integer, at: n, len: len + 1 }),
+                None if at.complete() => {
+                    self.value_done();
+                    self.push(s, b)
+                }
+                _ => false,
+            },
+            Frame::Lit { node, cand, pos } => {
+                let Node::Literals(lits) = &s.nodes[node] else { unreachable!("a literal frame is on a literal node") };
+                let next = matching(lits, cand, pos, b);
+                if next != 0 {
+                    return self.set(Frame::Lit { node, cand: next, pos: pos + 1 });
+                }
+                let whole = (0..lits.len()).any(|i| cand >> i & 1 == 1 && lits[i].len() == pos);
+                if !whole {
+                    return false;
+                }
+                self.value_done();
+                self.push(s, b)
+            }
+            Frame::Object { node, prop, at } => {
+                let Node::Object(props) = &s.nodes[node] else { unreachable!("an object frame is on an object node") };
+                match at {
+                    ObjAt::Key(0) | ObjAt::Open | ObjAt::Colon | ObjAt::Value | ObjAt::After if blank(b) => self.blank_run(),
+                    ObjAt::Open if props.is_empty() => b == b'}' && {
+                        self.value_done();
+                        true
+                    },
+                    ObjAt::Open | ObjAt::Key(_) => {
+                        let i = if let ObjAt::Key(i) = at { i } else { 0 };
+                        let key = &props[prop].0;
+                        self.blanks = 0;
+                        b == key[i] && self.set(Frame::Object { node, prop, at: if i + 1 == key.len() { ObjAt::Colon } else { ObjAt::Key(i + 1) } })
+                    }
+                    ObjAt::Colon => {
+                        self.blanks = 0;
+                        b == b':' && self.set(Frame::Object { node, prop, at: ObjAt::Value })
+                    }
+                    ObjAt::Value => self.start(s, props[prop].1, b),
+                    ObjAt::After => {
+                        self.blanks = 0;
+                        if prop + 1 < props.len() {
+                            b == b',' && self.set(Frame::Object { node, prop: prop + 1, at: ObjAt::Key(0) })
+                        } else {
+                            b == b'}' && {
+                                self.value_done();
+                                true
+                            }
+                        }
+                    }
+                }
+            }
+            Frame::Array { node, at, count } => {
+                let Node::Array(items, min, max) = s.nodes[node] else { unreachable!("an array frame is on an array node") };
+                if blank(b) {
+                    return self.blank_run();
+                }
+                self.blanks = 0;
+                match (at, b) {
+                    (ArrAt::Open | ArrAt::After, b']') if count >= min => {
+                        self.value_done();
+                        true
+                    }
+                    (ArrAt::Open, _) if max > 0 => self.start(s, items, b),
+                    (ArrAt::Value, _) => self.start(s, items, b),
+                    (ArrAt::After, b',') if count < max => self.set(Frame::Array { node, at: ArrAt::Value, count }),
+                    _ => false,
+                }
+            }
+        }
+    }
+}
+
+/// The literals among `cand` whose byte `pos` is `b`.
+fn matching(lits: &[Vec<u8>], cand: u64, pos: usize, b: u8) -> u64 {
+    (0..lits.len()).filter(|&i| cand >> i & 1 == 1 && lits[i].get(pos) == Some(&b)).fold(0, |m, i| m | 1 << i)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Schema, SchemaState};
+    use serde_json::json;
+
+    fn cat() -> Schema {
+        Schema::compile(&json!({
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "description": "the cat's name"},
+                "age": {"type": "integer"},
+                "weight": {"type": "number"},
+                "indoor": {"type": "boolean"},
+                "color": {"enum": ["black", "white", "tabby", 7, null]},
+                "toys": {"type": "array", "items": {"type": "object", "properties": {"kind": {"const": "ball"}, "n": {"type": "integer"}}}},
+                "vet": {"type": "null"},
+                "nested": {"type": "object", "properties": {}}
+            },
+            "required": ["name", "age"]
+        }))
+        .unwrap()
+    }
+
+    fn fed(s: &Schema, text: impl AsRef<[u8]>) -> Option<SchemaState> {
+        let mut st = SchemaState::default();
+        st.push_all(s, text.as_ref()).then_some(st)
+    }
+
+    #[test]
+    fn accepts_every_prefix_of_instances_in_the_schema_order() {
+        let s = cat();
+        let compact = r#"{"name":"Tom \"the\" cat","age":3,"weight":4.25e0,"indoor":true,"color":"tabby","toys":[{"kind":"ball","n":2},{"kind":"ball","n":-1}],"vet":null,"nested":{}}"#;
+        let value: serde_json::Value = serde_json::from_str(compact).unwrap();
+        let pretty = serde_json::to_string_pretty(&value).unwrap();
+        for text in [compact, pretty.as_str(), &compact.replace("\"tabby\"", "7").replace("[{", "[ {")] {
+            let b = text.as_bytes();
+            for i in 0..b.len() {
+                let st = fed(&s, &b[..i]).unwrap_or_else(|| panic!("prefix {:?} refused", String::from_utf8_lossy(&b[..i])));
+                assert!(!st.is_complete() || b[i..].iter().all(u8::is_ascii_whitespace));
+            }
+            assert!(fed(&s, text).unwrap().is_complete(), "{text}");
+        }
+        // an empty array and a literal that is a prefix of nothing else
+        let short = r#"{"name":"","age":0,"weight":-0.5,"indoor":false,"color":null,"toys":[],"vet":null,"nested":{ }}"#;
+        assert!(fed(&s, short).unwrap().is_complete());
+    }
+
+    #[test]
+    fn refuses_what_leaves_the_schema() {
+        let s = cat();
+        let ok = r#"{"name":"a","age":1,"weight":1,"indoor":true,"color":"black","toys":[],"vet":null,"nested":{}}"#;
+        assert!(fed(&s, ok).unwrap().is_complete());
+        for (from, to) in [
+            (r#""name":"a","age":1"#, r#""age":1,"name":"a""#), // another order
+            (r#""age":1"#, r#""age":1.5"#),                    // an integer with a fraction
+            (r#""age":1"#, r#""age":"1""#),                    // a string for an integer
+            (r#""indoor":true"#, r#""indoor":1"#),
+            (r#""color":"black""#, r#""color":"blue""#),       // not in the enum
+            (r#""color":"black""#, r#""color":"blackish""#),
+            (r#""toys":[]"#, r#""toys":[1]"#),                 // items are objects
+            (r#""toys":[]"#, r#""toys":[{"kind":"bat","n":1}]"#), // const
+            (r#""vet":null"#, r#""vet":nul"#),
+            (r#""nested":{}"#, r#""nested":{"x":1}"#),         // no such property
+            (r#","nested":{}"#, ""),                            // a property left out
+            (r#""name":"a""#, r#""name":"a	b""#),             // a raw tab in a string
+        ] {
+            let bad = ok.replacen(from, to, 1);
+            assert_ne!(bad, ok);
+            assert!(fed(&s, &bad).is_none(), "{bad} accepted");
+        }
+        assert!(fed(&s, format!("{ok} x")).is_none());
+        assert!(fed(&s, "[").is_none());
+    }
+
+    #[test]
+    fn array_bounds_hold() {
+        let s = Schema::compile(&json!({"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 2}}})).unwrap();
+        for (text, complete) in [(r#"{"a":[1]}"#, true), (r#"{"a":[1, 22 ]}"#, true), (r#"{"a":[]}"#, false), (r#"{"a":[1,2,3]}"#, false)] {
+            assert_eq!(fed(&s, text).is_some_and(|st| st.is_complete()), complete, "{text}");
+        }
+        assert!(fed(&s, r#"{"a":[1,2"#).is_some() && fed(&s, r#"{"a":[1,2,"#).is_none());
+        let none = Schema::compile(&json!({"type": "object", "properties": {"a": {"type": "array", "items": {"type": "null"}, "maxItems": 0}}})).unwrap();
+        assert!(fed(&none, r#"{"a":[]}"#).unwrap().is_complete());
+        assert!(fed(&none, r#"{"a":[n"#).is_none());
+    }
+
+    #[test]
+    fn string_lengths_count_characters() {
+        let s = Schema::compile(&json!({"type": "object", "properties": {"a": {"type": "string", "minLength": 2, "maxLength": 3}}})).unwrap();
+        for (text, complete) in [
+            (r#"{"a":"ab"}"#, true),
+            (r#"{"a":"é✓x"}"#, true),
+            (r#"{"a":"\n\u00e9z"}"#, true),
+            (r#"{"a":"a"}"#, false),
+            (r#"{"a":"abcd"}"#, false),
+            (r#"{"a":"éé✓✓"}"#, false),
+        ] {
+            assert_eq!(fed(&s, text).is_some_and(|st| st.is_complete()), complete, "{text}");
+        }
+    }
+
+    #[test]
+    fn refuses_schemas_it_cannot_follow() {
+        for (schema, phrase) in [
+            (json!({"type": "string"}), "must describe an object"),
+            (json!({"type": "object", "properties": {"a": {"type": "string", "pattern": "x"}}}), "\"pattern\""),
+            (json!({"type": "object", "properties": {"a": {"anyOf": []}}}), "\"anyOf\""),
+            (json!({"type": "object", "properties": {"a": {}}}), "needs a \"type\""),
+            (json!({"type": "object", "properties": {"a": {"type": ["string", "null"]}}}), "needs a \"type\""),
+            (json!({"type": "object", "properties": {"a": {"type": "array"}}}), "needs \"items\""),
+            (json!({"type": "object", "required": ["b"], "properties": {"a": {"type": "string"}}}), "not a property"),
+            (json!({"type": "object", "properties": {"a": {"enum": []}}}), "1 to 64"),
+            (json!({"type": "object", "properties": {"a": {"type": "array", "items": {"type": "null"}, "minItems": 3, "maxItems": 2}}}), "minItems above"),
+            (json!({"type": "object", "properties": {"a": {"type": "string", "maxLength": -1}}}), "must be a count"),
+            (json!([1]), "must be a JSON object"),
+        ] {
+            let e = Schema::compile(&schema).unwrap_err();
+            assert!(e.contains(phrase), "{schema}: {e}");
+        }
+    }
+}
