@@ -19,6 +19,7 @@ mod session_cache;
 mod sse;
 mod state;
 pub(crate) mod template;
+mod tools;
 
 use crate::args::Args;
 use axum::extract::DefaultBodyLimit;

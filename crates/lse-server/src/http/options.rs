@@ -72,8 +72,9 @@ pub fn generate_request(f: &Fields, max_keys: &[&str], default_max: i64) -> ApiR
 /// JSON mode and JSON schema mode, from OpenAI's `response_format` (`{"type": "json_object"}`,
 /// `{"type": "json_schema", "json_schema": {"schema": ..}}`) or llama-server's forms (a `schema`
 /// beside `json_object`, a `json_schema` field); refuses the constrained decoding LSE does not do
-/// (grammars, guided decoding, tool calls), so a client that asked for it does not get
-/// unconstrained text silently. The schema itself is checked by the engine's validation.
+/// (grammars, guided decoding), so a client that asked for it does not get
+/// unconstrained text silently. The schema itself is checked by the engine's validation; tools are
+/// the chat route's (`tools::forced`).
 fn json_mode(f: &Fields) -> ApiResult<(bool, Option<serde_json::Value>)> {
     let mut mode = (false, f.get("json_schema").cloned());
     if let Some(v) = f.get("response_format") {
@@ -99,10 +100,6 @@ fn json_mode(f: &Fields) -> ApiResult<(bool, Option<serde_json::Value>)> {
         if f.get(key).is_some() {
             return Err(ApiError::bad_request(format!("\"{key}\" is not supported: use response_format json_object or json_schema")));
         }
-    }
-    let no_tools = f.get("tools").and_then(|t| t.as_array()).is_none_or(Vec::is_empty);
-    if !no_tools && f.get("tool_choice").and_then(|c| c.as_str()) != Some("none") {
-        return Err(ApiError::bad_request("\"tools\" are not supported (no tool-call parsing); send tool_choice \"none\" or no tools"));
     }
     Ok(mode)
 }

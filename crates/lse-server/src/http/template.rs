@@ -81,13 +81,15 @@ fn env() -> Environment<'static> {
     env
 }
 
-/// Renders `messages` (OpenAI message objects) with the template.
-pub fn render(template: &str, messages: &serde_json::Value, bos: &str, eos: &str, add_generation_prompt: bool) -> ApiResult<String> {
+/// Renders `messages` (OpenAI message objects) with the template; `tools` (OpenAI's list) for
+/// templates that show them to the model.
+pub fn render(template: &str, messages: &serde_json::Value, tools: Option<&serde_json::Value>, bos: &str, eos: &str, add_generation_prompt: bool) -> ApiResult<String> {
     let mut env = env();
     env.add_template("chat", template).map_err(|e| ApiError::internal(format!("the chat template does not parse: {e}")))?;
     let t = env.get_template("chat").map_err(|e| ApiError::internal(e.to_string()))?;
     let ctx = minijinja::context! {
         messages => Value::from_serialize(messages),
+        tools => tools.map(Value::from_serialize),
         add_generation_prompt => add_generation_prompt,
         bos_token => bos,
         eos_token => eos,
@@ -109,9 +111,9 @@ mod tests {
     fn renders_with_python_methods_and_raise_exception() {
         let t = "{{ bos_token }}{% for m in messages %}{% if m.role not in ['user','assistant'] %}{{ raise_exception('bad role') }}{% endif %}<{{ m.role }}>{{ m.content.strip() }}{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}";
         let msgs = serde_json::json!([{"role": "user", "content": "  hi  "}]);
-        assert_eq!(render(t, &msgs, "<s>", "</s>", true).unwrap(), "<s><user>hi<assistant>");
+        assert_eq!(render(t, &msgs, None, "<s>", "</s>", true).unwrap(), "<s><user>hi<assistant>");
         let bad = serde_json::json!([{"role": "tool", "content": "x"}]);
-        let e = render(t, &bad, "<s>", "</s>", true).unwrap_err();
+        let e = render(t, &bad, None, "<s>", "</s>", true).unwrap_err();
         assert!(e.message.contains("bad role"), "{}", e.message);
     }
 
@@ -119,11 +121,11 @@ mod tests {
     fn chatml_renders_each_message_and_the_assistant_header() {
         let msgs = serde_json::json!([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]);
         assert_eq!(
-            render(CHATML, &msgs, "", "", true).unwrap(),
+            render(CHATML, &msgs, None, "", "", true).unwrap(),
             "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
         );
         let user = serde_json::json!([msgs[1]]);
-        assert_eq!(render(CHATML, &user, "", "", false).unwrap(), "<|im_start|>user\nHi<|im_end|>\n");
+        assert_eq!(render(CHATML, &user, None, "", "", false).unwrap(), "<|im_start|>user\nHi<|im_end|>\n");
         assert_eq!(from_option("chatml"), Ok(CHATML));
         assert_eq!(choose(Some(CHATML), Some("x".into())), CHATML);
         assert_eq!(choose(None, Some("x".into())), "x");
@@ -131,6 +133,23 @@ mod tests {
         assert!(from_option("gemma").unwrap_err().contains("Jinja source or chatml"));
         assert!(from_option("{% for m in messages %}").unwrap_err().contains("does not parse"));
         assert!(check(CHATML).is_ok());
+    }
+
+    /// The tools of a forced tool call reach the template as OpenAI's list: Qwen2.5-Coder's own
+    /// template lists each function (name, description, parameters) in its system prompt.
+    #[test]
+    fn tools_reach_the_template() {
+        let Some(path) = lse_testdata::model("qwen25coder") else { return };
+        let file = lse_gguf::GgufFile::open(&path).unwrap();
+        let t = file.get_str("tokenizer.chat_template").expect("Qwen2.5-Coder has a chat template").to_string();
+        let msgs = serde_json::json!([{"role": "user", "content": "Weather in Paris?"}]);
+        let tools = serde_json::json!([{"type": "function", "function": {"name": "get_weather", "description": "The weather in a city",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]);
+        let with = render(&t, &msgs, Some(&tools), "", "", true).unwrap();
+        let without = render(&t, &msgs, None, "", "", true).unwrap();
+        for part in ["<tools>", "\"name\":\"get_weather\"", "The weather in a city", "\"city\""] {
+            assert!(with.contains(part) && !without.contains(part), "{part} in:\n{with}");
+        }
     }
 
     #[test]

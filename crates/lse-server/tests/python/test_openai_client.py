@@ -128,3 +128,31 @@ def test_logit_bias_json_mode_and_constrained_decoding(client, server):
         client.chat.completions.create(model="smol", messages=msgs, max_tokens=4, tools=tools)
     r = client.chat.completions.create(model="smol", messages=msgs, max_tokens=4, tools=tools, tool_choice="none")
     assert r.choices[0].message.content
+
+
+def test_forced_tool_call(client):
+    """A tool_choice naming a function (or "required" with one tool): the answer is a call of it
+    whose arguments follow its parameters, whole and streamed; "auto" and unknown names are 400s."""
+    params = {"type": "object", "required": ["city", "unit"],
+              "properties": {"city": {"type": "string", "maxLength": 30}, "unit": {"enum": ["celsius", "fahrenheit"]}}}
+    tools = [{"type": "function", "function": {"name": "get_weather", "description": "The weather in a city", "parameters": params}}]
+    msgs = [{"role": "user", "content": "What is the weather like in Paris today?"}]
+    kw = dict(model="smol", messages=msgs, tools=tools, max_tokens=100, temperature=0)
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    r = client.chat.completions.create(tool_choice=named, **kw)
+    assert r.choices[0].finish_reason == "stop" and r.choices[0].message.content is None
+    call = r.choices[0].message.tool_calls[0]
+    assert call.type == "function" and call.function.name == "get_weather" and call.id
+    args = json.loads(call.function.arguments)
+    assert list(args) == ["city", "unit"] and len(args["city"]) <= 30 and args["unit"] in ("celsius", "fahrenheit")
+    name, streamed = None, ""
+    for ch in client.chat.completions.create(tool_choice="required", stream=True, **kw):
+        for tc in (ch.choices[0].delta.tool_calls or []) if ch.choices else []:
+            name = tc.function.name or name
+            streamed += tc.function.arguments or ""
+    assert name == "get_weather" and streamed == call.function.arguments
+    for bad, phrase in [("auto", "tool_choice"), ({"type": "function", "function": {"name": "nope"}}, "nope")]:
+        with pytest.raises(openai.BadRequestError, match=phrase):
+            client.chat.completions.create(tool_choice=bad, **kw)
+    with pytest.raises(openai.BadRequestError, match="exclude"):
+        client.chat.completions.create(tool_choice=named, response_format={"type": "json_object"}, **kw)

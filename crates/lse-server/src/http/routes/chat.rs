@@ -1,4 +1,5 @@
-//! `POST /v1/chat/completions`: messages rendered with the GGUF's chat template, `n` choices.
+//! `POST /v1/chat/completions`: messages rendered with the GGUF's chat template, `n` choices, a
+//! forced tool call answered as `tool_calls` (see `tools`).
 
 use crate::http::body::{wrong, Fields, JsonObject};
 use crate::http::errors::{ApiError, ApiResult};
@@ -9,6 +10,7 @@ use crate::http::scheduler::Event;
 use crate::http::sse;
 use crate::http::state::{AppState, Ready};
 use crate::http::template;
+use crate::http::tools;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -64,14 +66,14 @@ fn token_text(engine: &Engine, id: Option<u32>) -> String {
     id.map(|t| piece(engine, t)).unwrap_or_default()
 }
 
-/// Renders and tokenizes the chat prompt.
-pub fn prompt_ids(ready: &Ready, messages: &Value) -> ApiResult<Vec<u32>> {
+/// Renders and tokenizes the chat prompt (`tools` shown to templates that show them).
+pub fn prompt_ids(ready: &Ready, messages: &Value, tools: Option<&Value>) -> ApiResult<Vec<u32>> {
     let tmpl = &ready.chat_template;
     let e = &ready.engine;
     let tk = e.tokenizer();
     let bos = token_text(e, tk.bos_id());
     let eos = token_text(e, tk.eos_id());
-    let mut text = template::render(tmpl, &normalise(messages)?, &bos, &eos, true)?;
+    let mut text = template::render(tmpl, &normalise(messages)?, tools, &bos, &eos, true)?;
     // the template writes BOS itself when it wants one; tokenizing would add a second
     if tk.add_bos() && !bos.is_empty() && text.starts_with(&bos) {
         text.drain(..bos.len());
@@ -99,12 +101,19 @@ fn logprobs_content(engine: &Engine, steps: &[StepToken]) -> Value {
 async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult<Response> {
     let ready = app.ready()?;
     let f = Fields(body);
-    let base = generate_request(&f, &["max_completion_tokens", "max_tokens", "n_predict"], -1)?;
+    let mut base = generate_request(&f, &["max_completion_tokens", "max_tokens", "n_predict"], -1)?;
+    let tool = tools::forced(&f)?;
+    if let Some(t) = &tool {
+        if base.json_object || base.json_schema.is_some() {
+            return Err(ApiError::bad_request("a forced tool call and \"response_format\" exclude each other (the call's arguments follow the function's parameters)"));
+        }
+        base.json_schema = Some(t.parameters.clone());
+    }
     let want_logprobs = f.bool("logprobs")?.unwrap_or(false);
     let top = f.u64("top_logprobs")?.unwrap_or(0) as usize;
     let (stream, include_usage) = stream_flags(&f)?;
     let messages = f.get("messages").ok_or_else(|| ApiError::bad_request("\"messages\" is required"))?;
-    let ids = prompt_ids(ready, messages)?;
+    let ids = prompt_ids(ready, messages, tool.as_ref().map(|t| &t.tools))?;
     let cap = ready.engine.kv_capacity();
     if ids.len() >= cap {
         return Err(ApiError::bad_request(format!("the prompt has {} tokens; the context holds {cap} (--kv-len), leaving no room to generate", ids.len())));
@@ -121,6 +130,7 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
     let created = now_secs();
     let n = choices(&f)?;
     let mut rx = generate::start(&ready.scheduler, (0..n).map(|j| (j, for_choice(&req, j))).collect(), cache_prompt(&f)?)?;
+    let call_id = |j: usize| format!("call_{}_{j}", id.trim_start_matches("chatcmpl-"));
     if !stream {
         let outs = generate::collect(rx, n).await?;
         let choices: Vec<Value> = outs
@@ -128,7 +138,11 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
             .enumerate()
             .map(|(j, o)| {
                 let lp = want_logprobs.then(|| json!({"content": logprobs_content(&ready.engine, &o.steps)}));
-                json!({"index": j, "message": {"role": "assistant", "content": o.text}, "logprobs": lp, "finish_reason": finish_name(o.finish)})
+                let message = match &tool {
+                    None => json!({"role": "assistant", "content": o.text}),
+                    Some(t) => json!({"role": "assistant", "content": null, "tool_calls": [tools::call(&call_id(j), &t.name, &o.text)]}),
+                };
+                json!({"index": j, "message": message, "logprobs": lp, "finish_reason": finish_name(o.finish)})
             })
             .collect();
         return Ok(Json(json!({
@@ -148,13 +162,24 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
     };
     let (resp, out) = sse::channel();
     let engine = ready.engine.clone();
+    let opening = |j: usize| match &tool {
+        None => json!({"role": "assistant", "content": ""}),
+        Some(t) => json!({"role": "assistant", "content": null, "tool_calls": [{"index": 0, "id": call_id(j), "type": "function",
+                          "function": {"name": t.name, "arguments": ""}}]}),
+    };
+    let openings: Vec<Value> = (0..n).map(opening).collect();
+    // the text of a delta: content, or the forced call's arguments (the call itself goes first)
+    let delta = move |text: String| match &tool {
+        None => json!({"content": text}),
+        Some(_) => json!({"tool_calls": [{"index": 0, "function": {"arguments": text}}]}),
+    };
     tokio::spawn(async move {
         let chunk = |index: usize, delta: Value, lp: Value, finish: Value| {
             json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
                    "choices": [{"index": index, "delta": delta, "logprobs": lp, "finish_reason": finish}]})
         };
-        for j in 0..n {
-            if !out.json(&chunk(j, json!({"role": "assistant", "content": ""}), Value::Null, Value::Null)).await {
+        for (j, o) in openings.into_iter().enumerate() {
+            if !out.json(&chunk(j, o, Value::Null, Value::Null)).await {
                 return;
             }
         }
@@ -172,7 +197,7 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
             let v = match ev {
                 Event::Delta { index, text, steps } => {
                     let lp = if want_logprobs { json!({"content": logprobs_content(&engine, &steps)}) } else { Value::Null };
-                    chunk(index, json!({"content": text}), lp, Value::Null)
+                    chunk(index, delta(text), lp, Value::Null)
                 }
                 Event::Done { index, finish, prompt_tokens, cached_tokens, completion_tokens } => {
                     left -= 1;
