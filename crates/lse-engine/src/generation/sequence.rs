@@ -3,8 +3,8 @@
 //! [`Engine::step`]: each step feeds prompt slices and the last sampled tokens of many
 //! sequences through one batched forward, then samples every sequence that produced logits.
 
-use super::request::{GenerateRequest, Prompt};
 use super::constraint::Constraint;
+use super::request::{GenerateRequest, Prompt};
 use super::sampler::Sampler;
 use super::text::TextStream;
 use crate::{BatchRow, Engine, EngineError, Session};
@@ -74,7 +74,7 @@ pub struct Sequence {
     /// The logits row the sampler penalizes and filters, kept between steps.
     work: Vec<f32>,
     /// JSON (schema) mode: what the generated text must stay.
-    json: Option<Constraint>,
+    constraint: Option<Constraint>,
 }
 
 impl Sequence {
@@ -183,7 +183,7 @@ impl Engine {
             started: Instant::now(),
             first_token_at: None,
             work: Vec::new(),
-            json: Constraint::of(req).map_err(EngineError::InvalidRequest)?,
+            constraint: Constraint::of(req).map_err(EngineError::InvalidRequest)?,
         })
     }
 
@@ -273,7 +273,7 @@ impl Engine {
             s.work.extend_from_slice(row);
             s.sampler.sample_with_margin(&mut s.work, s.session.tokens())
         };
-        if let Some(c) = &mut s.json {
+        if let Some(c) = &mut s.constraint {
             if !c.fits(tk, id) {
                 // as llama.cpp's grammar sampling: only when the pick breaks the constraint, mask
                 // every token that would and run the chain again
@@ -301,7 +301,7 @@ impl Engine {
             return Ok(());
         }
         let piece = tk.piece(id, false);
-        let closed = s.json.as_mut().is_some_and(|j| j.push_all(piece) && j.is_complete());
+        let closed = s.constraint.as_mut().is_some_and(|c| c.push_all(piece) && c.is_complete());
         if s.text.push(piece) || closed {
             s.finish = Some(FinishReason::Stop);
         } else if s.steps.len() >= s.max_tokens || s.session.len() >= s.session.capacity() {

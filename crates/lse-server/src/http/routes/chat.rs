@@ -164,8 +164,11 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
     let engine = ready.engine.clone();
     let opening = |j: usize| match &tool {
         None => json!({"role": "assistant", "content": ""}),
-        Some(t) => json!({"role": "assistant", "content": null, "tool_calls": [{"index": 0, "id": call_id(j), "type": "function",
-                          "function": {"name": t.name, "arguments": ""}}]}),
+        Some(t) => {
+            let mut call = tools::call(&call_id(j), &t.name, "");
+            call["index"] = json!(0);
+            json!({"role": "assistant", "content": null, "tool_calls": [call]})
+        }
     };
     let openings: Vec<Value> = (0..n).map(opening).collect();
     // the text of a delta: content, or the forced call's arguments (the call itself goes first)
