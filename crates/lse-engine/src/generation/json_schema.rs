@@ -5,8 +5,11 @@
 //! every property is valid whatever `required` says), as OpenAI's strict mode writes them.
 //! Supported: `type` object (`properties`, `required`, `additionalProperties`), array (`items`,
 //! `minItems`, `maxItems`), string (`minLength`, `maxLength`, in characters), integer, number,
-//! boolean, null; `enum` and `const`; `title` and `description` are
-//! ignored. Anything else is refused when compiled, rather than sampled unchecked.
+//! boolean, null; `enum` and `const`; `anyOf` / `oneOf` whose alternatives start with different
+//! characters (the first byte picks one: `Optional[X]` is X or null); `$ref` to `#/$defs/..` or
+//! `#/definitions/..` (what pydantic writes for nested models, recursion included); `title`,
+//! `description`, `default` and `examples` are ignored. Anything else is refused when compiled,
+//! rather than sampled unchecked.
 
 use super::json_object::{Num, MAX_BLANKS, MAX_NUMBER};
 use serde_json::Value;
@@ -27,36 +30,101 @@ enum Node {
     Number { integer: bool },
     /// The values allowed, as compact JSON texts (enum, const, boolean, null).
     Literals(Vec<Vec<u8>>),
+    /// Alternatives, told apart by their first byte.
+    AnyOf(Vec<usize>),
 }
 
-/// A compiled schema; node 0 is the root (an object).
+impl Node {
+    /// The bytes a value of this node can start with (of `nodes`, for alternatives).
+    fn first_bytes(&self, nodes: &[Node], seen: &mut Vec<bool>) -> [bool; 256] {
+        let mut set = [false; 256];
+        match self {
+            Node::Object(_) => set[b'{' as usize] = true,
+            Node::Array(..) => set[b'[' as usize] = true,
+            Node::String(..) => set[b'"' as usize] = true,
+            Node::Number { .. } => b"-0123456789".iter().for_each(|&b| set[b as usize] = true),
+            Node::Literals(lits) => lits.iter().filter_map(|l| l.first()).for_each(|&b| set[b as usize] = true),
+            Node::AnyOf(alts) => {
+                for &a in alts {
+                    if !std::mem::replace(&mut seen[a], true) {
+                        let sub = nodes[a].first_bytes(nodes, seen);
+                        (0..256).for_each(|b| set[b] |= sub[b]);
+                    }
+                }
+            }
+        }
+        set
+    }
+}
+
+/// A compiled schema.
 #[derive(Debug)]
 pub struct Schema {
     nodes: Vec<Node>,
+    root: usize,
+    /// Per node, the bytes its values can start with.
+    first: Vec<[bool; 256]>,
+}
+
+/// What compiling needs besides the nodes: the schema's definitions and the nodes of those
+/// compiled so far (a `$ref` to one being compiled is its node already: recursion).
+struct Defs<'a> {
+    /// The root's `$defs` and `definitions`.
+    src: &'a Value,
+    done: std::collections::HashMap<String, usize>,
 }
 
 impl Schema {
     /// Compiles `schema`; one line naming the first keyword or value that is not supported.
     pub fn compile(schema: &Value) -> Result<Schema, String> {
-        let mut s = Schema { nodes: Vec::new() };
-        s.node(schema, "the schema", 0)?;
-        if !matches!(s.nodes[0], Node::Object(_)) {
+        let mut s = Schema { nodes: Vec::new(), root: 0, first: Vec::new() };
+        let mut defs = Defs { src: schema, done: Default::default() };
+        s.root = s.node(schema, "the schema", 0, &mut defs)?;
+        if !matches!(s.nodes[s.root], Node::Object(_)) {
             return Err("json_schema: the schema must describe an object (\"type\": \"object\")".into());
+        }
+        s.first = s.nodes.iter().map(|n| n.first_bytes(&s.nodes, &mut vec![false; s.nodes.len()])).collect();
+        for (i, n) in s.nodes.iter().enumerate() {
+            let Node::AnyOf(alts) = n else { continue };
+            let mut taken = [false; 256];
+            for &a in alts {
+                let first = s.first[a];
+                if let Some(b) = (0..256).find(|&b| first[b] && taken[b]) {
+                    return Err(format!("json_schema: anyOf alternatives that can both start with '{}' are not supported (node {i})", b as u8 as char));
+                }
+                (0..256).for_each(|b| taken[b] |= first[b]);
+            }
         }
         Ok(s)
     }
 
-    fn node(&mut self, v: &Value, at: &str, depth: usize) -> Result<usize, String> {
+    fn node(&mut self, v: &Value, at: &str, depth: usize, defs: &mut Defs) -> Result<usize, String> {
         let o = v.as_object().ok_or_else(|| format!("json_schema: {at} must be a JSON object"))?;
         if depth > MAX_DEPTH {
             return Err(format!("json_schema: {at} nests deeper than {MAX_DEPTH}"));
         }
-        const KNOWN: [&str; 13] = [
+        const KNOWN: [&str; 22] = [
             "type", "properties", "required", "additionalProperties", "items", "minItems", "maxItems", "minLength", "maxLength", "enum",
-            "const", "title", "description",
+            "const", "anyOf", "oneOf", "$ref", "$defs", "definitions", "$schema", "$id", "title", "description", "default", "examples",
         ];
         if let Some(k) = o.keys().find(|k| !KNOWN.contains(&k.as_str())) {
             return Err(format!("json_schema: \"{k}\" (in {at}) is not supported"));
+        }
+        if let Some(r) = o.get("$ref") {
+            let r = r.as_str().unwrap_or_default();
+            let (key, name) = ["$defs", "definitions"]
+                .into_iter()
+                .find_map(|k| Some((k, r.strip_prefix("#/")?.strip_prefix(k)?.strip_prefix('/')?)))
+                .ok_or_else(|| format!("json_schema: $ref \"{r}\" (in {at}) is not a local definition"))?;
+            if let Some(&id) = defs.done.get(r) {
+                return Ok(id);
+            }
+            let def = defs.src.get(key).and_then(|d| d.get(name)).ok_or_else(|| format!("json_schema: $ref \"{r}\" (in {at}) names no definition"))?;
+            // the definition's node is the next one: known before its body, so it may refer to itself
+            defs.done.insert(r.to_string(), self.nodes.len());
+            let id = self.node(def, &format!("definition \"{name}\""), depth + 1, defs)?;
+            defs.done.insert(r.to_string(), id); // another id when the definition is itself a $ref
+            return Ok(id);
         }
         let id = self.nodes.len();
         self.nodes.push(Node::Literals(Vec::new())); // a placeholder until the children are in
@@ -77,7 +145,11 @@ impl Schema {
             }
             Ok(Node::Literals(vals.iter().map(|x| serde_json::to_vec(x).expect("a JSON value serializes")).collect()))
         };
-        let node = if let Some(e) = o.get("enum") {
+        let node = if let Some(alts) = o.get("anyOf").or_else(|| o.get("oneOf")) {
+            let alts = alts.as_array().filter(|a| !a.is_empty()).ok_or_else(|| format!("json_schema: \"anyOf\" in {at} must be a non-empty array"))?;
+            let ids = alts.iter().enumerate().map(|(i, a)| self.node(a, &format!("alternative {i} of {at}"), depth + 1, defs)).collect::<Result<_, _>>()?;
+            Node::AnyOf(ids)
+        } else if let Some(e) = o.get("enum") {
             literals(e.as_array().ok_or_else(|| format!("json_schema: \"enum\" in {at} must be an array"))?)?
         } else if let Some(c) = o.get("const") {
             literals(std::slice::from_ref(c))?
@@ -88,7 +160,7 @@ impl Schema {
                     if let Some(p) = o.get("properties") {
                         let p = p.as_object().ok_or_else(|| format!("json_schema: \"properties\" in {at} must be an object"))?;
                         for (name, sub) in p {
-                            let child = self.node(sub, &format!("property \"{name}\""), depth + 1)?;
+                            let child = self.node(sub, &format!("property \"{name}\""), depth + 1, defs)?;
                             props.push((serde_json::to_vec(name).expect("a string serializes"), child));
                         }
                     }
@@ -103,7 +175,7 @@ impl Schema {
                 Some("array") => {
                     let items = o.get("items").ok_or_else(|| format!("json_schema: the array {at} needs \"items\""))?;
                     let (min, max) = bounds("minItems", "maxItems")?;
-                    Node::Array(self.node(items, &format!("the items of {at}"), depth + 1)?, min, max)
+                    Node::Array(self.node(items, &format!("the items of {at}"), depth + 1, defs)?, min, max)
                 }
                 Some("string") => {
                     let (min, max) = bounds("minLength", "maxLength")?;
@@ -214,6 +286,10 @@ impl SchemaState {
     fn start(&mut self, s: &Schema, node: usize, b: u8) -> bool {
         self.blanks = 0;
         let f = match (&s.nodes[node], b) {
+            (Node::AnyOf(alts), _) => {
+                // the alternatives start with different bytes (checked when compiled)
+                return alts.iter().find(|&&a| s.first[a][b as usize]).is_some_and(|&a| self.start(s, a, b));
+            }
             (Node::Object(_), b'{') => Frame::Object { node, prop: 0, at: ObjAt::Open },
             (Node::Array(..), b'[') => Frame::Array { node, at: ArrAt::Open, count: 0 },
             (Node::String(..), b'"') => Frame::Str { node, esc: 0, chars: 0 },
@@ -242,7 +318,7 @@ impl SchemaState {
             if blank(b) {
                 return self.blank_run();
             }
-            return !self.done && self.start(s, 0, b);
+            return !self.done && self.start(s, s.root, b);
         };
         match top {
             Frame::Str { node, esc, chars } => {
@@ -445,12 +521,42 @@ mod tests {
         }
     }
 
+    /// What the openai package sends for a pydantic model with a nested model, an optional field
+    /// and a literal (`$defs`, `$ref`, `anyOf` with null, titles), and a recursive definition.
+    #[test]
+    fn follows_pydantic_schemas_with_refs_and_optionals() {
+        let s = Schema::compile(&json!({
+            "$defs": {"Owner": {"properties": {"name": {"title": "Name", "type": "string"}}, "required": ["name"], "title": "Owner",
+                                "type": "object", "additionalProperties": false},
+                      "Tree": {"type": "object", "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/Tree"}}}}},
+            "properties": {"age": {"title": "Age", "type": "integer", "default": 1},
+                           "color": {"enum": ["black", "white"], "title": "Color", "type": "string"},
+                           "owner": {"anyOf": [{"$ref": "#/$defs/Owner"}, {"type": "null"}]},
+                           "tree": {"$ref": "#/$defs/Tree"}},
+            "required": ["age", "color", "owner", "tree"], "title": "Cat", "type": "object", "additionalProperties": false
+        }))
+        .unwrap();
+        for text in [
+            r#"{"age":3,"color":"white","owner":{"name":"Ann"},"tree":{"v":1,"kids":[{"v":2,"kids":[]}]}}"#,
+            r#"{"age":3,"color":"black","owner":null,"tree":{"v":0,"kids":[]}}"#,
+        ] {
+            assert!(fed(&s, text).unwrap().is_complete(), "{text}");
+        }
+        for bad in [r#"{"age":3,"color":"black","owner":"Ann""#, r#"{"age":3,"color":"black","owner":{"city"#, r#"{"age":3,"color":"black","owner":null,"tree":{"v":0,"kids":[1"#] {
+            assert!(fed(&s, bad).is_none(), "{bad}");
+        }
+    }
+
     #[test]
     fn refuses_schemas_it_cannot_follow() {
         for (schema, phrase) in [
             (json!({"type": "string"}), "must describe an object"),
             (json!({"type": "object", "properties": {"a": {"type": "string", "pattern": "x"}}}), "\"pattern\""),
-            (json!({"type": "object", "properties": {"a": {"anyOf": []}}}), "\"anyOf\""),
+            (json!({"type": "object", "properties": {"a": {"anyOf": []}}}), "non-empty"),
+            (json!({"type": "object", "properties": {"a": {"anyOf": [{"type": "integer"}, {"type": "number"}]}}}), "both start with '-'"),
+            (json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/B"}}}), "names no definition"),
+            (json!({"type": "object", "properties": {"a": {"$ref": "other.json#/x"}}}), "not a local definition"),
+            (json!({"type": "object", "properties": {"a": {"allOf": []}}}), "\"allOf\""),
             (json!({"type": "object", "properties": {"a": {}}}), "needs a \"type\""),
             (json!({"type": "object", "properties": {"a": {"type": ["string", "null"]}}}), "needs a \"type\""),
             (json!({"type": "object", "properties": {"a": {"type": "array"}}}), "needs \"items\""),

@@ -156,3 +156,29 @@ def test_forced_tool_call(client):
             client.chat.completions.create(tool_choice=bad, **kw)
     with pytest.raises(openai.BadRequestError, match="exclude"):
         client.chat.completions.create(tool_choice=named, response_format={"type": "json_object"}, **kw)
+
+
+def test_pydantic_structured_output(client):
+    """The openai package's `parse` with a pydantic model (its strict schema: `$defs`, `$ref`, an
+    optional nested model as `anyOf` with null, a literal, length bounds): pydantic validates the
+    answer."""
+    from typing import List, Literal, Optional
+
+    import pydantic
+
+    class Owner(pydantic.BaseModel):
+        name: str = pydantic.Field(max_length=20)
+
+    class Cat(pydantic.BaseModel):
+        name: str = pydantic.Field(max_length=20)
+        age: int
+        color: Literal["black", "white", "tabby"]
+        toys: List[str] = pydantic.Field(max_length=3)
+        owner: Optional[Owner]
+
+    parse = getattr(client.chat.completions, "parse", None) or client.beta.chat.completions.parse
+    msgs = [{"role": "user", "content": "Describe a cat as JSON."}]
+    for seed in (1, 2):
+        r = parse(model="smol", messages=msgs, response_format=Cat, max_tokens=200, temperature=1, seed=seed)
+        assert r.choices[0].finish_reason == "stop"
+        assert isinstance(r.choices[0].message.parsed, Cat)
