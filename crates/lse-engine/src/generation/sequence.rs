@@ -280,7 +280,10 @@ impl Engine {
                 s.work.clear();
                 s.work.extend_from_slice(row);
                 if c.mask(tk, &mut s.work) == 0 {
-                    return Err(EngineError::InvalidRequest("JSON mode: no token of the vocabulary continues the value".into()));
+                    // no token of the vocabulary continues the value: this sequence ends cut short
+                    // (an error would fail every sequence of the step)
+                    s.finish = Some(FinishReason::Length);
+                    return Ok(());
                 }
                 (id, choice_margin) = s.sampler.sample_with_margin(&mut s.work, s.session.tokens());
             }
