@@ -47,6 +47,8 @@ pub struct Tokenizer {
     ugm: Option<ugm::Ugm>,
     /// Decoded bytes of every token (see [`Tokenizer::token_bytes`]).
     pieces: Vec<Vec<u8>>,
+    /// Token ids by the first byte of their piece (see [`Tokenizer::ids_by_first_byte`]).
+    by_first_byte: std::sync::OnceLock<Vec<Vec<u32>>>,
 }
 
 impl Tokenizer {
@@ -83,6 +85,7 @@ impl Tokenizer {
             wpm,
             ugm,
             pieces,
+            by_first_byte: std::sync::OnceLock::new(),
         })
     }
 
@@ -267,6 +270,20 @@ impl Tokenizer {
     /// [`Tokenizer::token_to_piece`] without a copy (JSON mode tries every token's piece).
     pub fn piece(&self, id: u32, special: bool) -> &[u8] {
         detokenize::piece_of(&self.vocab, &self.pieces, id, special)
+    }
+
+    /// The token ids whose piece (`special` false) starts with byte `b`, at index `b`, ascending;
+    /// tokens that render as nothing are in none. Built on first use.
+    pub fn ids_by_first_byte(&self) -> &[Vec<u32>] {
+        self.by_first_byte.get_or_init(|| {
+            let mut groups = vec![Vec::new(); 256];
+            for id in 0..self.pieces.len() as u32 {
+                if let Some(&b) = self.piece(id, false).first() {
+                    groups[b as usize].push(id);
+                }
+            }
+            groups
+        })
     }
 
     /// `llama_detokenize(ids, remove_special, unparse_special)`: the pieces joined, the space

@@ -29,11 +29,25 @@ impl Constraint {
         !piece.is_empty() && self.accepts(piece)
     }
 
-    /// Sets the logit of every token that may not come next to −∞; returns how many may.
+    /// Sets the logit of every token that may not come next to −∞; returns how many may. A
+    /// first byte the constraint refuses refuses every token starting with it (both machines
+    /// fail at the first byte they cannot take), so only the tokens of accepted first bytes are
+    /// tried whole.
     pub(super) fn mask(&mut self, tk: &Tokenizer, logits: &mut [f32]) -> usize {
+        let mut keep = vec![false; logits.len()];
+        for (b, ids) in tk.ids_by_first_byte().iter().enumerate() {
+            if ids.is_empty() || !self.accepts(&[b as u8]) {
+                continue;
+            }
+            for &id in ids {
+                if let Some(k) = keep.get_mut(id as usize) {
+                    *k = self.accepts(tk.piece(id, false));
+                }
+            }
+        }
         let mut allowed = 0;
-        for (id, l) in logits.iter_mut().enumerate() {
-            if self.fits(tk, id as u32) {
+        for (l, k) in logits.iter_mut().zip(keep) {
+            if k {
                 allowed += 1;
             } else {
                 *l = f32::NEG_INFINITY;
@@ -63,6 +77,41 @@ impl Constraint {
         match self {
             Constraint::Object(j) => j.is_complete(),
             Constraint::Schema(_, st, _) => st.is_complete(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The first-byte mask equals trying every token whole, on a byte-level BPE (qwen2) and a
+    /// SentencePiece (llama-spm, byte tokens) vocabulary, along instances of a schema and a JSON
+    /// object.
+    #[test]
+    fn the_mask_equals_trying_every_token() {
+        for vocab in ["ggml-vocab-qwen2.gguf", "ggml-vocab-llama-spm.gguf"] {
+            let f = lse_gguf::GgufFile::open(&lse_testdata::shared(&format!("data/vocab/{vocab}"))).unwrap();
+            let tk = Tokenizer::from_gguf(&f).unwrap();
+            let schema = serde_json::json!({"type": "object", "properties": {
+                "name": {"type": "string", "maxLength": 4}, "n": {"type": "number"}, "ok": {"type": "boolean"},
+                "tags": {"type": "array", "items": {"enum": ["a", "bc"]}, "maxItems": 2}}});
+            let instance = r#"{"name": "Tom\u00e9", "n": -1.5e3, "ok": true, "tags": ["bc", "a"]}"#;
+            for mut c in [Constraint::Object(JsonObject::default()), Constraint::Schema(Schema::compile(&schema).unwrap(), SchemaState::default(), SchemaState::default())] {
+                for (i, &b) in instance.as_bytes().iter().enumerate() {
+                    if i % 3 == 0 {
+                        let n = tk.n_vocab();
+                        let mut logits = vec![0f32; n];
+                        let allowed = c.mask(&tk, &mut logits);
+                        let slow: Vec<bool> = (0..n as u32).map(|id| c.fits(&tk, id)).collect();
+                        assert_eq!(logits.iter().map(|l| l.is_finite()).collect::<Vec<_>>(), slow, "{vocab} after {:?}", &instance[..i]);
+                        assert_eq!(allowed, slow.iter().filter(|&&k| k).count());
+                        assert!(allowed > 0);
+                    }
+                    assert!(c.push_all(&[b]), "{vocab}: byte {i} of the instance refused");
+                }
+                assert!(c.is_complete());
+            }
         }
     }
 }
