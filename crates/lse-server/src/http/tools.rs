@@ -1,62 +1,122 @@
-//! Tool calls a chat request forces: `tool_choice` naming a function, or "required" with a single
-//! tool. The answer is then that function's arguments, sampled as an instance of its `parameters`
-//! schema (JSON schema mode) and returned as the message's `tool_calls`, as vLLM does for a named
-//! tool choice. LSE does not look for tool calls in free text, so tools with `tool_choice` "auto"
-//! (or none given) are refused; "none" ignores the tools.
+//! Chat tools. With `tool_choice` naming a function (or "required" with a single tool) the answer
+//! is that function's arguments, sampled as an instance of its `parameters` schema (JSON schema
+//! mode), as vLLM answers a named tool choice. With "auto" (the default when tools are given) the
+//! model answers freely with the tools in its chat template, and calls are read out of the answer:
+//! `<tool_call>{"name": .., "arguments": {..}}</tool_call>` blocks (the Hermes form Qwen's and
+//! many templates ask for), or an answer that is nothing but such an object (small models drop
+//! the tags). "none" hides the tools.
 
 use super::body::{wrong, Fields};
 use super::errors::{ApiError, ApiResult};
 use serde_json::{json, Value};
 
-/// The function a request forces, and the tools for the chat template.
-pub struct ForcedTool {
-    pub name: String,
-    pub parameters: Value,
-    pub tools: Value,
+/// The tools of a request and how they may be called.
+pub enum Tools {
+    None,
+    /// The function a request forces and its `parameters`.
+    Forced { name: String, parameters: Value, tools: Value },
+    /// Calls read out of a free answer.
+    Auto { names: Vec<String>, tools: Value },
 }
 
-/// The tool call `f` forces, if any.
-pub fn forced(f: &Fields) -> ApiResult<Option<ForcedTool>> {
-    let choice = f.get("tool_choice");
+impl Tools {
+    /// The tools list for the chat template, when the model is to see it.
+    pub fn for_template(&self) -> Option<&Value> {
+        match self {
+            Tools::None => None,
+            Tools::Forced { tools, .. } | Tools::Auto { tools, .. } => Some(tools),
+        }
+    }
+}
+
+/// The tools of `f` and `tool_choice`.
+pub fn of(f: &Fields) -> ApiResult<Tools> {
     let tools = match f.get("tools") {
         None | Some(Value::Null) => &[][..],
         Some(Value::Array(t)) => t.as_slice(),
         Some(_) => return Err(wrong("tools", "a list of {\"type\": \"function\", \"function\": {..}} objects")),
     };
-    let named = match choice {
-        None | Some(Value::Null) if tools.is_empty() => return Ok(None),
-        Some(Value::String(c)) if c == "none" => return Ok(None),
-        Some(Value::String(c)) if c == "required" && tools.len() == 1 => None,
-        Some(Value::Object(o)) => Some(
-            o.get("function")
-                .and_then(|g| g.get("name"))
-                .and_then(Value::as_str)
-                .ok_or_else(|| wrong("tool_choice", "\"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ..}}"))?,
-        ),
-        _ => {
-            return Err(ApiError::bad_request(
-                "\"tools\" need a \"tool_choice\" that names the function (or \"required\" with one tool), or \"none\": LSE does not look for tool calls in free text",
-            ))
-        }
-    };
-    let mut found = None;
+    let mut names = Vec::with_capacity(tools.len());
     for (i, t) in tools.iter().enumerate() {
-        let g = t.get("function").filter(|_| t.get("type").and_then(Value::as_str) == Some("function"));
-        let name = g.and_then(|g| g.get("name")).and_then(Value::as_str);
+        let name = t.get("function").filter(|_| t.get("type").and_then(Value::as_str) == Some("function")).and_then(|g| g.get("name")).and_then(Value::as_str);
         let Some(name) = name else { return Err(ApiError::bad_request(format!("\"tools\"[{i}] must be {{\"type\": \"function\", \"function\": {{\"name\": ..}}}}"))) };
-        if named.is_none_or(|n| n == name) && found.is_none() {
-            let parameters = g.and_then(|g| g.get("parameters")).cloned().unwrap_or_else(|| json!({"type": "object", "properties": {}}));
-            found = Some(ForcedTool { name: name.to_string(), parameters, tools: Value::Array(tools.to_vec()) });
-        }
+        names.push(name.to_string());
     }
-    match (found, named) {
-        (Some(t), _) => Ok(Some(t)),
-        (None, Some(n)) => Err(ApiError::bad_request(format!("\"tool_choice\" names \"{n}\", which is not in \"tools\""))),
-        (None, None) => Err(ApiError::bad_request("\"tool_choice\" is \"required\" but there are no tools")),
+    let forced = |i: usize| {
+        let parameters = tools[i]["function"].get("parameters").cloned().unwrap_or_else(|| json!({"type": "object", "properties": {}}));
+        Ok(Tools::Forced { name: names[i].clone(), parameters, tools: Value::Array(tools.to_vec()) })
+    };
+    match f.get("tool_choice") {
+        Some(Value::String(c)) if c == "none" => Ok(Tools::None),
+        None | Some(Value::Null) if tools.is_empty() => Ok(Tools::None),
+        None | Some(Value::Null) => Ok(Tools::Auto { names, tools: Value::Array(tools.to_vec()) }),
+        Some(Value::String(c)) if c == "auto" => Ok(if tools.is_empty() { Tools::None } else { Tools::Auto { names, tools: Value::Array(tools.to_vec()) } }),
+        Some(Value::String(c)) if c == "required" => match tools.len() {
+            1 => forced(0),
+            0 => Err(ApiError::bad_request("\"tool_choice\" is \"required\" but there are no tools")),
+            _ => Err(ApiError::bad_request("\"tool_choice\" \"required\" with several tools is not supported: name the function, or use \"auto\"")),
+        },
+        Some(Value::Object(o)) => {
+            let n = o.get("function").and_then(|g| g.get("name")).and_then(Value::as_str);
+            let n = n.ok_or_else(|| wrong("tool_choice", "\"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ..}}"))?;
+            match names.iter().position(|m| m == n) {
+                Some(i) => forced(i),
+                None => Err(ApiError::bad_request(format!("\"tool_choice\" names \"{n}\", which is not in \"tools\""))),
+            }
+        }
+        Some(_) => Err(wrong("tool_choice", "\"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ..}}")),
     }
 }
 
 /// A choice's `tool_calls` entry: the call's id, the function's name and the arguments' text.
 pub fn call(id: &str, name: &str, arguments: &str) -> Value {
     json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}})
+}
+
+/// The calls in a free answer, as (name, arguments text), and the text outside them (trimmed);
+/// `None` when the answer holds no call of one of `names` that parses.
+pub fn read_calls(text: &str, names: &[String]) -> Option<(Vec<(String, String)>, String)> {
+    let one = |s: &str| -> Option<(String, String)> {
+        let v: Value = serde_json::from_str(s.trim()).ok()?;
+        let name = v.get("name")?.as_str()?;
+        let args = v.get("arguments").or_else(|| v.get("parameters"))?;
+        if !names.iter().any(|n| n == name) || !args.is_object() {
+            return None;
+        }
+        Some((name.to_string(), args.to_string()))
+    };
+    if !text.contains("<tool_call>") {
+        return one(text).map(|c| (vec![c], String::new()));
+    }
+    let (mut calls, mut rest, mut at) = (Vec::new(), String::new(), text);
+    while let Some(i) = at.find("<tool_call>") {
+        rest.push_str(&at[..i]);
+        let body = &at[i + "<tool_call>".len()..];
+        let end = body.find("</tool_call>");
+        calls.push(one(&body[..end.unwrap_or(body.len())])?);
+        at = end.map_or("", |e| &body[e + "</tool_call>".len()..]);
+    }
+    rest.push_str(at);
+    Some((calls, rest.trim().to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::read_calls;
+
+    #[test]
+    fn reads_tagged_and_bare_calls() {
+        let names = ["get_weather".to_string(), "add".to_string()];
+        let tagged = "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n<tool_call>{\"name\": \"add\", \"arguments\": {\"a\": 1}}</tool_call>";
+        let (calls, rest) = read_calls(tagged, &names).unwrap();
+        assert_eq!(calls, [("get_weather".to_string(), r#"{"city":"Paris"}"#.to_string()), ("add".to_string(), r#"{"a":1}"#.to_string())]);
+        assert_eq!(rest, "Let me check.");
+        let bare = read_calls(" {\"name\": \"add\", \"arguments\": {\"a\": 2}} ", &names).unwrap();
+        assert_eq!(bare, (vec![("add".to_string(), r#"{"a":2}"#.to_string())], String::new()));
+        // an unclosed last block (the answer ended inside it) still counts when it parses
+        assert!(read_calls("<tool_call>{\"name\": \"add\", \"arguments\": {}}", &names).is_some());
+        for free in ["Paris is sunny.", "{\"name\": \"other\", \"arguments\": {}}", "<tool_call>{\"name\": \"add\"</tool_call>", "{\"name\": \"add\", \"arguments\": 3}"] {
+            assert!(read_calls(free, &names).is_none(), "{free}");
+        }
+    }
 }

@@ -1,5 +1,5 @@
-//! `POST /v1/chat/completions`: messages rendered with the GGUF's chat template, `n` choices, a
-//! forced tool call answered as `tool_calls` (see `tools`).
+//! `POST /v1/chat/completions`: messages rendered with the GGUF's chat template, `n` choices, tool
+//! calls answered as `tool_calls` (see `tools`).
 
 use crate::http::body::{wrong, Fields, JsonObject};
 use crate::http::errors::{ApiError, ApiResult};
@@ -10,7 +10,7 @@ use crate::http::scheduler::Event;
 use crate::http::sse;
 use crate::http::state::{AppState, Ready};
 use crate::http::template;
-use crate::http::tools;
+use crate::http::tools::{self, Tools};
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -98,22 +98,46 @@ fn logprobs_content(engine: &Engine, steps: &[StepToken]) -> Value {
     )
 }
 
+/// How a choice's answer becomes tool calls: the calls' ids, and the functions "auto" tools offer.
+struct Calls {
+    prefix: String,
+    names: Option<Vec<String>>,
+}
+
+impl Calls {
+    fn id(&self, choice: usize, k: usize) -> String {
+        format!("{}_{choice}_{k}", self.prefix)
+    }
+
+    /// A free answer's message fields and finish reason: with "auto" tools, the calls read out of
+    /// it and the text around them ("tool_calls"); else its text.
+    fn answer(&self, choice: usize, text: &str, finish: Option<lse_engine::FinishReason>) -> (Value, Value) {
+        match self.names.as_deref().and_then(|names| tools::read_calls(text, names)) {
+            Some((found, rest)) => {
+                let found: Vec<Value> = found.iter().enumerate().map(|(k, (name, args))| tools::call(&self.id(choice, k), name, args)).collect();
+                (json!({"content": if rest.is_empty() { Value::Null } else { json!(rest) }, "tool_calls": found}), json!("tool_calls"))
+            }
+            None => (json!({"content": text}), json!(finish_name(finish))),
+        }
+    }
+}
+
 async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult<Response> {
     let ready = app.ready()?;
     let f = Fields(body);
     let mut base = generate_request(&f, &["max_completion_tokens", "max_tokens", "n_predict"], -1)?;
-    let tool = tools::forced(&f)?;
-    if let Some(t) = &tool {
+    let tools = tools::of(&f)?;
+    if let Tools::Forced { parameters, .. } = &tools {
         if base.json_object || base.json_schema.is_some() {
             return Err(ApiError::bad_request("a forced tool call and \"response_format\" exclude each other (the call's arguments follow the function's parameters)"));
         }
-        base.json_schema = Some(t.parameters.clone());
+        base.json_schema = Some(parameters.clone());
     }
     let want_logprobs = f.bool("logprobs")?.unwrap_or(false);
     let top = f.u64("top_logprobs")?.unwrap_or(0) as usize;
     let (stream, include_usage) = stream_flags(&f)?;
     let messages = f.get("messages").ok_or_else(|| ApiError::bad_request("\"messages\" is required"))?;
-    let ids = prompt_ids(ready, messages, tool.as_ref().map(|t| &t.tools))?;
+    let ids = prompt_ids(ready, messages, tools.for_template())?;
     let cap = ready.engine.kv_capacity();
     if ids.len() >= cap {
         return Err(ApiError::bad_request(format!("the prompt has {} tokens; the context holds {cap} (--kv-len), leaving no room to generate", ids.len())));
@@ -130,7 +154,7 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
     let created = now_secs();
     let n = choices(&f)?;
     let mut rx = generate::start(&ready.scheduler, (0..n).map(|j| (j, for_choice(&req, j))).collect(), cache_prompt(&f)?)?;
-    let call_id = |j: usize| format!("call_{}_{j}", id.trim_start_matches("chatcmpl-"));
+    let calls = Calls { prefix: format!("call_{}", id.trim_start_matches("chatcmpl-")), names: if let Tools::Auto { names, .. } = &tools { Some(names.clone()) } else { None } };
     if !stream {
         let outs = generate::collect(rx, n).await?;
         let choices: Vec<Value> = outs
@@ -138,11 +162,12 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
             .enumerate()
             .map(|(j, o)| {
                 let lp = want_logprobs.then(|| json!({"content": logprobs_content(&ready.engine, &o.steps)}));
-                let message = match &tool {
-                    None => json!({"role": "assistant", "content": o.text}),
-                    Some(t) => json!({"role": "assistant", "content": null, "tool_calls": [tools::call(&call_id(j), &t.name, &o.text)]}),
+                let (mut message, finish) = match &tools {
+                    Tools::Forced { name, .. } => (json!({"content": null, "tool_calls": [tools::call(&calls.id(j, 0), name, &o.text)]}), json!(finish_name(o.finish))),
+                    _ => calls.answer(j, &o.text, o.finish),
                 };
-                json!({"index": j, "message": message, "logprobs": lp, "finish_reason": finish_name(o.finish)})
+                message["role"] = json!("assistant");
+                json!({"index": j, "message": message, "logprobs": lp, "finish_reason": finish})
             })
             .collect();
         return Ok(Json(json!({
@@ -162,19 +187,34 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
     };
     let (resp, out) = sse::channel();
     let engine = ready.engine.clone();
-    let opening = |j: usize| match &tool {
-        None => json!({"role": "assistant", "content": ""}),
-        Some(t) => {
-            let mut call = tools::call(&call_id(j), &t.name, "");
+    let opening = |j: usize| match &tools {
+        Tools::Forced { name, .. } => {
+            let mut call = tools::call(&calls.id(j, 0), name, "");
             call["index"] = json!(0);
             json!({"role": "assistant", "content": null, "tool_calls": [call]})
         }
+        _ => json!({"role": "assistant", "content": ""}),
     };
     let openings: Vec<Value> = (0..n).map(opening).collect();
+    // with "auto" tools the answer is held to the end (a call is known only then), then sent whole
+    let auto = matches!(tools, Tools::Auto { .. });
     // the text of a delta: content, or the forced call's arguments (the call itself goes first)
-    let delta = move |text: String| match &tool {
-        None => json!({"content": text}),
-        Some(_) => json!({"tool_calls": [{"index": 0, "function": {"arguments": text}}]}),
+    let forced = matches!(tools, Tools::Forced { .. });
+    let delta = move |text: String| match forced {
+        false => json!({"content": text}),
+        true => json!({"tool_calls": [{"index": 0, "function": {"arguments": text}}]}),
+    };
+    let mut held = vec![String::new(); n];
+    // the held answer's delta (calls with their index, or the text) and its finish reason
+    let whole = move |j: usize, text: &str, finish| {
+        let (mut d, finish) = calls.answer(j, text, Some(finish));
+        if let Some(calls) = d.get_mut("tool_calls").and_then(Value::as_array_mut) {
+            calls.iter_mut().enumerate().for_each(|(k, c)| c["index"] = json!(k));
+        }
+        if d["content"].is_null() {
+            d.as_object_mut().expect("an object").remove("content");
+        }
+        (d, finish)
     };
     tokio::spawn(async move {
         let chunk = |index: usize, delta: Value, lp: Value, finish: Value| {
@@ -197,23 +237,35 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
                     None => break,
                 },
             };
-            let v = match ev {
+            let vs = match ev {
                 Event::Delta { index, text, steps } => {
                     let lp = if want_logprobs { json!({"content": logprobs_content(&engine, &steps)}) } else { Value::Null };
-                    chunk(index, delta(text), lp, Value::Null)
+                    if auto {
+                        held[index].push_str(&text);
+                        if want_logprobs { vec![chunk(index, json!({}), lp, Value::Null)] } else { vec![] }
+                    } else {
+                        vec![chunk(index, delta(text), lp, Value::Null)]
+                    }
                 }
                 Event::Done { index, finish, prompt_tokens, cached_tokens, completion_tokens } => {
                     left -= 1;
                     outs[index] = Outcome { prompt_tokens, cached_tokens, completion_tokens, ..Default::default() };
-                    chunk(index, json!({}), Value::Null, json!(finish_name(Some(finish))))
+                    if auto {
+                        let (d, finish) = whole(index, &held[index], finish);
+                        vec![chunk(index, d, Value::Null, Value::Null), chunk(index, json!({}), Value::Null, finish)]
+                    } else {
+                        vec![chunk(index, json!({}), Value::Null, json!(finish_name(Some(finish))))]
+                    }
                 }
                 Event::Error { error, .. } => {
                     let _ = out.json(&error.body()).await;
                     break;
                 }
             };
-            if !out.json(&v).await {
-                return;
+            for v in vs {
+                if !out.json(&v).await {
+                    return;
+                }
             }
         }
         if include_usage {

@@ -54,7 +54,7 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
     let ready = app.ready()?;
     let f = Fields(body);
     let base = generate_request(&f, &["max_tokens", "n_predict"], DEFAULT_MAX_TOKENS)?;
-    if crate::http::tools::forced(&f)?.is_some() {
+    if !matches!(crate::http::tools::of(&f)?, crate::http::tools::Tools::None) {
         return Err(ApiError::bad_request("tool calls are answered on /v1/chat/completions"));
     }
     let echo = f.bool("echo")?.unwrap_or(false);

@@ -1,0 +1,44 @@
+//! Tool calls with "auto" on a model whose chat template offers tools (Qwen2.5-Coder's Hermes
+//! form): the real server, greedy answers. A weather question becomes a `get_weather` call (the
+//! model writes the call as a bare JSON object), whole and streamed with finish reason
+//! "tool_calls"; a coding question stays text; "required" with several tools is refused.
+
+mod http;
+
+use http::Server;
+use serde_json::{json, Value};
+
+#[test]
+fn auto_tool_calls_are_read_out_of_the_answer() {
+    let Some(m) = lse_testdata::model("qwen25coder") else { return };
+    let s = Server::start(&m.to_string_lossy(), &[]);
+    let tools = json!([{"type": "function", "function": {"name": "get_weather", "description": "Get the current weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]);
+    let ask = |q: &str| json!({"messages": [{"role": "user", "content": q}], "tools": tools, "max_tokens": 80, "temperature": 0});
+    let r = s.post("/v1/chat/completions", &ask("What is the weather like in Paris today?")).json();
+    let c = &r["choices"][0];
+    assert_eq!(c["finish_reason"], "tool_calls", "{r}");
+    assert!(c["message"]["content"].is_null(), "{r}");
+    let call = &c["message"]["tool_calls"][0];
+    assert_eq!((call["type"].as_str(), call["function"]["name"].as_str()), (Some("function"), Some("get_weather")), "{r}");
+    let args: Value = serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+    assert_eq!(args, json!({"city": "Paris"}));
+    // streamed: the call comes whole at the end, then the finish reason
+    let mut body = ask("What is the weather like in Paris today?");
+    body["stream"] = json!(true);
+    let chunks = s.stream("/v1/chat/completions", &body);
+    let deltas: Vec<&Value> = chunks.iter().filter_map(|c| c["choices"].get(0)).collect();
+    let streamed: Vec<&Value> = deltas.iter().filter_map(|d| d["delta"]["tool_calls"].as_array()).flatten().collect();
+    assert_eq!(streamed.len(), 1, "{chunks:?}");
+    assert_eq!(streamed[0]["function"], call["function"]);
+    assert_eq!(deltas.last().unwrap()["finish_reason"], "tool_calls");
+    // a question no tool answers stays text
+    let r = s.post("/v1/chat/completions", &ask("Write a Python function that adds two numbers.")).json();
+    let c = &r["choices"][0];
+    assert!(c["message"]["tool_calls"].is_null() && c["message"]["content"].as_str().is_some_and(|t| !t.is_empty()), "{r}");
+    assert_ne!(c["finish_reason"], "tool_calls");
+    let mut two = ask("hi");
+    two["tools"].as_array_mut().unwrap().push(json!({"type": "function", "function": {"name": "get_time"}}));
+    two["tool_choice"] = json!("required");
+    s.post("/v1/chat/completions", &two).assert_error(400, "several tools");
+}
