@@ -98,9 +98,11 @@ fn logprobs_content(engine: &Engine, steps: &[StepToken]) -> Value {
     )
 }
 
-/// How a choice's answer becomes tool calls: the calls' ids, and the functions "auto" tools offer.
+/// How a choice's answer becomes tool calls: the calls' ids, the function a forced call names,
+/// and the functions "auto" tools offer.
 struct Calls {
     prefix: String,
+    forced: Option<String>,
     names: Option<Vec<String>>,
 }
 
@@ -109,9 +111,12 @@ impl Calls {
         format!("{}_{choice}_{k}", self.prefix)
     }
 
-    /// A free answer's message fields and finish reason: with "auto" tools, the calls read out of
-    /// it and the text around them ("tool_calls"); else its text.
+    /// An answer's message fields and finish reason: a forced call's arguments; with "auto"
+    /// tools, the calls read out of it and the text around them ("tool_calls"); else its text.
     fn answer(&self, choice: usize, text: &str, finish: Option<lse_engine::FinishReason>) -> (Value, Value) {
+        if let Some(name) = &self.forced {
+            return (json!({"content": null, "tool_calls": [tools::call(&self.id(choice, 0), name, text)]}), json!(finish_name(finish)));
+        }
         match self.names.as_deref().and_then(|names| tools::read_calls(text, names)) {
             Some((found, rest)) => {
                 let found: Vec<Value> = found.iter().enumerate().map(|(k, (name, args))| tools::call(&self.id(choice, k), name, args)).collect();
@@ -154,7 +159,12 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
     let created = now_secs();
     let n = choices(&f)?;
     let mut rx = generate::start(&ready.scheduler, (0..n).map(|j| (j, for_choice(&req, j))).collect(), cache_prompt(&f)?)?;
-    let calls = Calls { prefix: format!("call_{}", id.trim_start_matches("chatcmpl-")), names: if let Tools::Auto { names, .. } = &tools { Some(names.clone()) } else { None } };
+    let (forced, names) = match &tools {
+        Tools::Forced { name, .. } => (Some(name.clone()), None),
+        Tools::Auto { names, .. } => (None, Some(names.clone())),
+        Tools::None => (None, None),
+    };
+    let calls = Calls { prefix: format!("call_{}", id.trim_start_matches("chatcmpl-")), forced, names };
     if !stream {
         let outs = generate::collect(rx, n).await?;
         let choices: Vec<Value> = outs
@@ -162,10 +172,7 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
             .enumerate()
             .map(|(j, o)| {
                 let lp = want_logprobs.then(|| json!({"content": logprobs_content(&ready.engine, &o.steps)}));
-                let (mut message, finish) = match &tools {
-                    Tools::Forced { name, .. } => (json!({"content": null, "tool_calls": [tools::call(&calls.id(j, 0), name, &o.text)]}), json!(finish_name(o.finish))),
-                    _ => calls.answer(j, &o.text, o.finish),
-                };
+                let (mut message, finish) = calls.answer(j, &o.text, o.finish);
                 message["role"] = json!("assistant");
                 json!({"index": j, "message": message, "logprobs": lp, "finish_reason": finish})
             })
@@ -199,10 +206,13 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
     // with "auto" tools the answer is held to the end (a call is known only then), then sent whole
     let auto = matches!(tools, Tools::Auto { .. });
     // the text of a delta: content, or the forced call's arguments (the call itself goes first)
-    let forced = matches!(tools, Tools::Forced { .. });
-    let delta = move |text: String| match forced {
-        false => json!({"content": text}),
-        true => json!({"tool_calls": [{"index": 0, "function": {"arguments": text}}]}),
+    let forced = calls.forced.is_some();
+    let delta = move |text: String| {
+        if forced {
+            json!({"tool_calls": [{"index": 0, "function": {"arguments": text}}]})
+        } else {
+            json!({"content": text})
+        }
     };
     let mut held = vec![String::new(); n];
     // the held answer's delta (calls with their index, or the text) and its finish reason
