@@ -1,26 +1,28 @@
 //! What a generation's text must stay, when a request constrains it: the start of one JSON object
-//! (JSON mode) or of a value of a JSON schema. The step asks it whether a token's bytes may
-//! follow, feeds it the chosen token's bytes and ends the generation when the value is complete.
+//! (JSON mode, the schema [`Schema::any_object`]) or of a value of a JSON schema. The step asks it
+//! whether a token's bytes may follow, feeds it the chosen token's bytes and ends the generation
+//! when the value is complete.
 
-use super::json_object::JsonObject;
 use super::json_schema::{Schema, SchemaState};
 use super::request::GenerateRequest;
 use lse_tokenizer::Tokenizer;
 
-pub(super) enum Constraint {
-    Object(JsonObject),
-    /// The schema, the text's state, and scratch for trying tokens.
-    Schema(Schema, SchemaState, SchemaState),
+/// The schema, the text's state, and scratch for trying tokens.
+pub(super) struct Constraint {
+    schema: Schema,
+    state: SchemaState,
+    scratch: SchemaState,
 }
 
 impl Constraint {
     /// The request's constraint, if any (its schema compiled; `validate` has checked it).
     pub(super) fn of(req: &GenerateRequest) -> Result<Option<Constraint>, String> {
-        Ok(match &req.json_schema {
-            Some(s) => Some(Constraint::Schema(Schema::compile(s)?, SchemaState::default(), SchemaState::default())),
-            None if req.json_object => Some(Constraint::Object(JsonObject::default())),
-            None => None,
-        })
+        let schema = match &req.json_schema {
+            Some(s) => Schema::compile(s)?,
+            None if req.json_object => Schema::any_object(),
+            None => return Ok(None),
+        };
+        Ok(Some(Constraint { schema, state: SchemaState::default(), scratch: SchemaState::default() }))
     }
 
     /// Whether token `id` may come next: it renders as some bytes and they keep the constraint.
@@ -30,8 +32,8 @@ impl Constraint {
     }
 
     /// Sets the logit of every token that may not come next to −∞; returns how many may. A
-    /// first byte the constraint refuses refuses every token starting with it (both machines
-    /// fail at the first byte they cannot take), so only the tokens of accepted first bytes are
+    /// first byte the constraint refuses refuses every token starting with it (the machine
+    /// fails at the first byte it cannot take), so only the tokens of accepted first bytes are
     /// tried whole.
     pub(super) fn mask(&mut self, tk: &Tokenizer, logits: &mut [f32]) -> usize {
         let mut keep = vec![false; logits.len()];
@@ -58,26 +60,17 @@ impl Constraint {
 
     /// Whether the text followed by `bytes` still satisfies it.
     fn accepts(&mut self, bytes: &[u8]) -> bool {
-        match self {
-            Constraint::Object(j) => j.accepts(bytes),
-            Constraint::Schema(s, st, scratch) => st.accepts(s, bytes, scratch),
-        }
+        self.state.accepts(&self.schema, bytes, &mut self.scratch)
     }
 
     /// Feeds the chosen token's bytes; false if they break it.
     pub(super) fn push_all(&mut self, bytes: &[u8]) -> bool {
-        match self {
-            Constraint::Object(j) => j.push_all(bytes),
-            Constraint::Schema(s, st, _) => st.push_all(s, bytes),
-        }
+        self.state.push_all(&self.schema, bytes)
     }
 
     /// Whether the value is closed.
     pub(super) fn is_complete(&self) -> bool {
-        match self {
-            Constraint::Object(j) => j.is_complete(),
-            Constraint::Schema(_, st, _) => st.is_complete(),
-        }
+        self.state.is_complete()
     }
 }
 
@@ -97,7 +90,8 @@ mod tests {
                 "name": {"type": "string", "maxLength": 4}, "n": {"type": "number"}, "ok": {"type": "boolean"},
                 "tags": {"type": "array", "items": {"enum": ["a", "bc"]}, "maxItems": 2}}});
             let instance = r#"{"name": "Tom\u00e9", "n": -1.5e3, "ok": true, "tags": ["bc", "a"]}"#;
-            for mut c in [Constraint::Object(JsonObject::default()), Constraint::Schema(Schema::compile(&schema).unwrap(), SchemaState::default(), SchemaState::default())] {
+            let of = |schema| Constraint { schema, state: SchemaState::default(), scratch: SchemaState::default() };
+            for mut c in [of(Schema::any_object()), of(Schema::compile(&schema).unwrap())] {
                 for (i, &b) in instance.as_bytes().iter().enumerate() {
                     if i % 3 == 0 {
                         let n = tk.n_vocab();

@@ -1,5 +1,6 @@
-//! JSON schema mode (OpenAI's `response_format` `json_schema`): whether a text is the start of a
-//! JSON value that follows a schema, byte by byte. The schema is compiled once into nodes; the
+//! JSON schema mode (OpenAI's `response_format` `json_schema`) and JSON mode (`json_object`: the
+//! schema [`Schema::any_object`]): whether a text is the start of a JSON value that follows a
+//! schema, byte by byte. The schema is compiled once into nodes; the
 //! state is a stack of frames (one per open object, array, string, number or literal). Objects
 //! are written with every property of the schema, in the schema's order (an instance that names
 //! every property is valid whatever `required` says), as OpenAI's strict mode writes them.
@@ -11,13 +12,67 @@
 //! `description`, `default` and `examples` are ignored. Anything else is refused when compiled,
 //! rather than sampled unchecked.
 
-use super::json_object::{Num, MAX_BLANKS, MAX_NUMBER};
 use serde_json::Value;
+
+/// Longest run of whitespace between tokens of the grammar (llama.cpp's JSON grammar bounds it
+/// too, so a model cannot loop on blanks).
+const MAX_BLANKS: u8 = 32;
+/// Longest number, in bytes.
+const MAX_NUMBER: u8 = 32;
+/// Most objects and arrays open at once.
+const MAX_OPEN: usize = 128;
 
 /// Most values one `enum` may list (one bit of a `u64` each).
 const MAX_LITERALS: usize = 64;
 /// Deepest nesting of the schema's objects and arrays.
 const MAX_DEPTH: usize = 64;
+
+/// Where a number is: after `-`, a leading `0`, integer digits, `.`, fraction digits, `e`, the
+/// exponent's sign, exponent digits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Num {
+    Minus,
+    Zero,
+    Int,
+    Dot,
+    Frac,
+    E,
+    ESign,
+    Exp,
+}
+
+impl Num {
+    /// The state after a number's first byte `b`, if a number starts with it.
+    fn first(b: u8) -> Option<Num> {
+        match b {
+            b'-' => Some(Num::Minus),
+            b'0' => Some(Num::Zero),
+            b'1'..=b'9' => Some(Num::Int),
+            _ => None,
+        }
+    }
+
+    /// Whether a number may end here.
+    fn complete(self) -> bool {
+        matches!(self, Num::Zero | Num::Int | Num::Frac | Num::Exp)
+    }
+
+    /// The state after byte `b`, if `b` continues the number.
+    fn next(self, b: u8) -> Option<Num> {
+        let digit = b.is_ascii_digit();
+        match (self, b) {
+            (Num::Minus, b'0') => Some(Num::Zero),
+            (Num::Minus, _) if digit => Some(Num::Int),
+            (Num::Int, _) if digit => Some(Num::Int),
+            (Num::Zero | Num::Int, b'.') => Some(Num::Dot),
+            (Num::Dot | Num::Frac, _) if digit => Some(Num::Frac),
+            (Num::Zero | Num::Int | Num::Frac, b'e' | b'E') => Some(Num::E),
+            (Num::E, b'+' | b'-') => Some(Num::ESign),
+            (Num::E | Num::ESign | Num::Exp, _) if digit => Some(Num::Exp),
+            _ => None,
+        }
+    }
+}
 
 #[derive(Debug)]
 enum Node {
@@ -32,6 +87,8 @@ enum Node {
     Literals(Vec<Vec<u8>>),
     /// Alternatives, told apart by their first byte.
     AnyOf(Vec<usize>),
+    /// An object with any keys (a string node) whose values follow one node (JSON mode).
+    Map { keys: usize, values: usize },
 }
 
 impl Node {
@@ -39,7 +96,7 @@ impl Node {
     fn first_bytes(&self, nodes: &[Node], seen: &mut Vec<bool>) -> [bool; 256] {
         let mut set = [false; 256];
         match self {
-            Node::Object(_) => set[b'{' as usize] = true,
+            Node::Object(_) | Node::Map { .. } => set[b'{' as usize] = true,
             Node::Array(..) => set[b'[' as usize] = true,
             Node::String(..) => set[b'"' as usize] = true,
             Node::Number { .. } => b"-0123456789".iter().for_each(|&b| set[b as usize] = true),
@@ -75,6 +132,25 @@ struct Defs<'a> {
 }
 
 impl Schema {
+    /// JSON mode: any one JSON object (RFC 8259), its values any JSON values.
+    pub fn any_object() -> Schema {
+        let nodes = vec![
+            Node::Map { keys: 3, values: 1 },
+            Node::AnyOf(vec![0, 2, 3, 4, 5]),
+            Node::Array(1, 0, usize::MAX),
+            Node::String(0, usize::MAX),
+            Node::Number { integer: false },
+            Node::Literals(vec![b"true".to_vec(), b"false".to_vec(), b"null".to_vec()]),
+        ];
+        let mut s = Schema { nodes, root: 0, first: Vec::new() };
+        s.first_bytes();
+        s
+    }
+
+    fn first_bytes(&mut self) {
+        self.first = self.nodes.iter().map(|n| n.first_bytes(&self.nodes, &mut vec![false; self.nodes.len()])).collect();
+    }
+
     /// Compiles `schema`; one line naming the first keyword or value that is not supported.
     pub fn compile(schema: &Value) -> Result<Schema, String> {
         let mut s = Schema { nodes: Vec::new(), root: 0, first: Vec::new() };
@@ -83,7 +159,7 @@ impl Schema {
         if !matches!(s.nodes[s.root], Node::Object(_)) {
             return Err("json_schema: the schema must describe an object (\"type\": \"object\")".into());
         }
-        s.first = s.nodes.iter().map(|n| n.first_bytes(&s.nodes, &mut vec![false; s.nodes.len()])).collect();
+        s.first_bytes();
         for (i, n) in s.nodes.iter().enumerate() {
             let Node::AnyOf(alts) = n else { continue };
             let mut taken = [false; 256];
@@ -206,6 +282,19 @@ enum ObjAt {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum MapAt {
+    /// After `{`: a key or `}`.
+    Open,
+    /// After `,`: a key.
+    Key,
+    /// Inside a key.
+    InKey,
+    Colon,
+    Value,
+    After,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum ArrAt {
     Open,
     Value,
@@ -217,6 +306,7 @@ enum Frame {
     Object { node: usize, prop: usize, at: ObjAt },
     /// `count`: items so far.
     Array { node: usize, at: ArrAt, count: usize },
+    Map { node: usize, at: MapAt },
     /// `esc`: 0 in the text, 1 after `\`, 2..=5 hex digits of `\u` to come plus one; `chars`
     /// so far (an escape is one).
     Str { node: usize, esc: u8, chars: usize },
@@ -277,6 +367,7 @@ impl SchemaState {
                 *at = ArrAt::After;
                 *count += 1;
             }
+            Some(Frame::Map { at, .. }) => *at = if *at == MapAt::InKey { MapAt::Colon } else { MapAt::After },
             Some(_) => unreachable!("only objects and arrays hold values"),
             None => self.done = true,
         }
@@ -292,6 +383,7 @@ impl SchemaState {
             }
             (Node::Object(_), b'{') => Frame::Object { node, prop: 0, at: ObjAt::Open },
             (Node::Array(..), b'[') => Frame::Array { node, at: ArrAt::Open, count: 0 },
+            (Node::Map { .. }, b'{') => Frame::Map { node, at: MapAt::Open },
             (Node::String(..), b'"') => Frame::Str { node, esc: 0, chars: 0 },
             (Node::Number { integer }, _) => match Num::first(b) {
                 Some(at) => Frame::Num { integer: *integer, at, len: 1 },
@@ -306,7 +398,8 @@ impl SchemaState {
             }
             _ => return false,
         };
-        if self.stack.len() > MAX_DEPTH {
+        // only objects and arrays are below a new frame
+        if matches!(f, Frame::Object { .. } | Frame::Array { .. } | Frame::Map { .. }) && self.stack.len() >= MAX_OPEN {
             return false;
         }
         self.stack.push(f);
@@ -392,6 +485,24 @@ impl SchemaState {
                             }
                         }
                     }
+                }
+            }
+            Frame::Map { node, at } => {
+                let Node::Map { keys, values } = s.nodes[node] else { unreachable!("a map frame is on a map node") };
+                if blank(b) {
+                    return self.blank_run();
+                }
+                self.blanks = 0;
+                match (at, b) {
+                    (MapAt::Open, b'}') | (MapAt::After, b'}') => {
+                        self.value_done();
+                        true
+                    }
+                    (MapAt::Open | MapAt::Key, b'"') => self.set(Frame::Map { node, at: MapAt::InKey }) && self.start(s, keys, b),
+                    (MapAt::Colon, b':') => self.set(Frame::Map { node, at: MapAt::Value }),
+                    (MapAt::Value, _) => self.start(s, values, b),
+                    (MapAt::After, b',') => self.set(Frame::Map { node, at: MapAt::Key }),
+                    _ => false,
                 }
             }
             Frame::Array { node, at, count } => {
@@ -569,5 +680,125 @@ mod tests {
             let e = Schema::compile(&schema).unwrap_err();
             assert!(e.contains(phrase), "{schema}: {e}");
         }
+    }
+}
+
+/// JSON mode's tests: the any-object schema.
+#[cfg(test)]
+mod object_tests {
+    use super::{Schema, SchemaState};
+
+    /// The text so far against [`Schema::any_object`].
+    struct JsonObject(Schema, SchemaState);
+
+    impl Default for JsonObject {
+        fn default() -> Self {
+            JsonObject(Schema::any_object(), SchemaState::default())
+        }
+    }
+
+    impl JsonObject {
+        fn push_all(&mut self, bytes: &[u8]) -> bool {
+            self.1.push_all(&self.0, bytes)
+        }
+
+        fn is_complete(&self) -> bool {
+            self.1.is_complete()
+        }
+    }
+
+    fn fed(text: impl AsRef<[u8]>) -> Option<JsonObject> {
+        let mut j = JsonObject::default();
+        j.push_all(text.as_ref()).then_some(j)
+    }
+
+    /// Every prefix of a JSON object serde_json parses is accepted, incomplete until its closing
+    /// brace; the whole is complete.
+    #[test]
+    fn accepts_every_prefix_of_objects_and_completes_at_the_end() {
+        let objects = [
+            r#"{}"#,
+            r#" { "a" : 1 } "#,
+            r#"{"name":"Alice","age":30,"tags":["x","y"],"ok":true,"none":null,"f":false}"#,
+            r#"{"n":-0.5e+10,"m":0,"k":12.25E-3,"z":[0,-1,2e5]}"#,
+            r#"{"s":"quote \" backslash \\ slash \/ \b\f\n\r\t \u00e9 é ✓"}"#,
+            "{\n  \"nested\": {\"deep\": [[[{}]], []], \"e\": {}},\n  \"last\": \"x\"\n}",
+        ];
+        for o in objects {
+            let v: serde_json::Value = serde_json::from_str(o).unwrap();
+            assert!(v.is_object());
+            let end = o.trim_end().len();
+            let b = o.as_bytes();
+            for i in 0..b.len() {
+                let j = fed(&b[..i]).unwrap_or_else(|| panic!("prefix {:?} refused", String::from_utf8_lossy(&b[..i])));
+                assert_eq!(j.is_complete(), i >= end, "{:?}", String::from_utf8_lossy(&b[..i]));
+            }
+            assert!(fed(o).unwrap().is_complete(), "{o}");
+        }
+    }
+
+    /// Texts that no JSON object starts with are refused at the byte that breaks them.
+    #[test]
+    fn refuses_what_breaks_an_object() {
+        for bad in [
+            "[1]", "\"x\"", "1", "{a:1}", "{'a':1}", "{\"a\" 1}", "{\"a\":}", "{\"a\":1,}", "{\"a\":1]", "{\"a\":[1}",
+            "{\"a\":01}", "{\"a\":1.}", "{\"a\":.5}", "{\"a\":1e}", "{\"a\":+1}", "{\"a\":tru}x", "{\"a\":nul1}",
+            "{\"a\":\"\\x\"}", "{\"a\":\"\\u12g4\"}", "{\"a\":\"tab\there\"}", "{\"a\":\"line\nbreak\"}", "{}x",
+            "{},", "{\"a\":1}}", "{\"a\":1 2}", "{\"a\"::1}", "{,}",
+        ] {
+            assert!(fed(bad).is_none(), "{bad:?} accepted");
+            let v: Result<serde_json::Value, _> = serde_json::from_str(bad);
+            assert!(!v.is_ok_and(|v| v.is_object()), "{bad:?} is an object to serde_json");
+        }
+    }
+
+    /// Long runs of blanks or digits and nesting past the depth bound are refused.
+    #[test]
+    fn bounds_blanks_numbers_and_depth() {
+        assert!(fed(format!("{{{}\"a\":1}}", " ".repeat(32))).is_some());
+        assert!(fed(format!("{{{}", " ".repeat(33))).is_none());
+        assert!(fed(format!("{{\"a\":{}}}", "9".repeat(32))).is_some());
+        assert!(fed(format!("{{\"a\":{}", "9".repeat(33))).is_none());
+        let deep = format!("{{\"a\":{}", "[".repeat(127));
+        assert!(fed(&deep).is_some());
+        assert!(fed(format!("{deep}[")).is_none());
+        // a deep nesting closes level by level, each with its own kind
+        let mixed = "{\"a\":[{\"b\":[[{}]]},{\"c\":[]}]}";
+        assert!(fed(mixed).unwrap().is_complete());
+        assert!(fed("{\"a\":[{\"b\":[[{}]}").is_none());
+    }
+
+    /// Random mutations of objects: whatever the machine calls a complete object, serde_json
+    /// parses as one (an independent parser as the oracle).
+    #[test]
+    fn what_it_completes_serde_json_parses() {
+        let base = br#"{"k":[1,-2.5e3,true,null,{"s":"a\"b\u0041"}],"t":false}"#;
+        let alphabet = b"{}[]:,\"\\-+.eE0129truefalsnul ux";
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut complete = 0;
+        for _ in 0..20000 {
+            let mut t = base.to_vec();
+            for _ in 0..1 + next() % 3 {
+                let i = (next() % t.len() as u64) as usize;
+                match next() % 3 {
+                    0 => t[i] = alphabet[(next() % alphabet.len() as u64) as usize],
+                    1 => _ = t.remove(i),
+                    _ => t.insert(i, alphabet[(next() % alphabet.len() as u64) as usize]),
+                }
+            }
+            let mut j = JsonObject::default();
+            if j.push_all(&t) && j.is_complete() {
+                complete += 1;
+                let v: serde_json::Value = serde_json::from_slice(&t).unwrap_or_else(|e| panic!("{}: {e}", String::from_utf8_lossy(&t)));
+                assert!(v.is_object());
+            }
+        }
+        assert!(complete > 100, "only {complete} mutants complete");
     }
 }

@@ -5,14 +5,12 @@ mod constraint;
 pub mod logit_bias;
 mod report;
 mod request;
-mod json_object;
 mod json_schema;
 mod sampler;
 mod sequence;
 mod text;
 
 pub use report::GenerationReport;
-pub use json_object::JsonObject;
 pub use json_schema::{Schema, SchemaState};
 pub use logit_bias::LogitBias;
 pub use request::{GenerateRequest, Prompt, SamplingParams, MAX_TOP_LOGPROBS};
