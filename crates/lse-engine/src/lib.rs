@@ -26,7 +26,7 @@ pub mod weights;
 pub use engine::Engine;
 pub use error::EngineError;
 pub use forward::{Batch, BatchRow};
-pub use generation::{FinishReason, GenerateRequest, GenerationReport, LogitBias, Prompt, SamplingParams, Sequence};
+pub use generation::{FinishReason, GenerateRequest, GenerationReport, Infill, InfillFile, LogitBias, Prompt, SamplingParams, Sequence};
 pub use head::{head_slices, HEAD_ROWS};
 pub use hparams::HParams;
 pub use lse_kernels::simd::{parse_level as parse_simd_level, Level as SimdLevel};

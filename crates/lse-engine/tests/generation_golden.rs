@@ -3,20 +3,23 @@
 //! Synthetic models: 3 prompts x {plain, repeat penalty 1.5}, 64 tokens, token for token.
 //! Real models: 10 prompts x 64 tokens, token for token up to the first step whose top-2 margin
 //! is under 0.05 nats (past a near-tie either choice is right). All cases of a model run
-//! together, one batched forward per step.
+//! together, one batched forward per step. Fill in the middle (data/golden/infill, made by
+//! scripts/make-infill-goldens.py): Qwen2.5-Coder's prompts laid out as llama-server's `/infill`
+//! and as the single-file form, token for token, then its greedy answers as above.
 
 mod common;
 
 use common::golden_greedy_request;
-use lse_engine::{Engine, EngineOptions, GenerateRequest, Prompt, Sequence};
+use lse_engine::{Engine, EngineOptions, GenerateRequest, Infill, InfillFile, Prompt, SamplingParams, Sequence};
 use serde_json::Value;
 use std::path::PathBuf;
 
 /// The near-tie for real models (nats).
 const NEAR_TIE: f64 = 0.05;
 
-fn golden(stem: &str) -> Value {
-    let p = lse_testdata::repo_root().join(format!("data/golden/generation/{stem}.json"));
+/// `data/golden/<rel>.json`.
+fn golden(rel: &str) -> Value {
+    let p = lse_testdata::repo_root().join(format!("data/golden/{rel}.json"));
     serde_json::from_str(&std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))).unwrap()
 }
 
@@ -24,16 +27,17 @@ fn u32s(v: &Value) -> Vec<u32> {
     v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
 }
 
-/// Runs every case of `stem` on `model`; returns per case (llama.cpp ids, ours, llama.cpp's and
-/// our top-2 margins).
+/// Runs every case of generation golden `stem` on `model`.
 fn run(stem: &str, model: PathBuf) -> Vec<Case> {
-    let g = golden(stem);
     let e = Engine::load(&model, EngineOptions { threads: 2, ..Default::default() }).unwrap();
+    run_cases(&e, &golden(&format!("generation/{stem}")), |c| golden_greedy_request(c, Prompt::Tokens(u32s(&c["prompt_ids"])), 20))
+}
+
+/// Runs every case of golden `g` as `request` makes it; returns per case (llama.cpp ids, ours,
+/// llama.cpp's and our top-2 margins).
+fn run_cases(e: &Engine, g: &Value, request: impl Fn(&Value) -> GenerateRequest) -> Vec<Case> {
     let cases = g["cases"].as_array().unwrap();
-    let reqs: Vec<GenerateRequest> = cases
-        .iter()
-        .map(|c| golden_greedy_request(c, Prompt::Tokens(u32s(&c["prompt_ids"])), 20))
-        .collect();
+    let reqs: Vec<GenerateRequest> = cases.iter().map(request).collect();
     let mut seqs: Vec<Sequence> = reqs.iter().map(|r| e.start_sequence(r).unwrap()).collect();
     while seqs.iter().any(|s| !s.is_done()) {
         let mut refs: Vec<&mut Sequence> = seqs.iter_mut().collect();
@@ -53,7 +57,8 @@ fn run(stem: &str, model: PathBuf) -> Vec<Case> {
                     _ => f64::INFINITY,
                 })
                 .collect();
-            let name = format!("{}{}", c["name"].as_str().unwrap(), if c["repeat_penalty"].as_f64() == Some(1.0) { "" } else { "+penalty" });
+            let penalised = c["repeat_penalty"].as_f64().is_some_and(|p| p != 1.0);
+            let name = format!("{}{}{}", c["kind"].as_str().map(|k| format!("{k} ")).unwrap_or_default(), c["name"].as_str().unwrap(), if penalised { "+penalty" } else { "" });
             // how far our log-probs of llama.cpp's top-2 ids are from its own, while the runs agree
             let ours = s.ids();
             let mut delta = 0f64;
@@ -144,11 +149,15 @@ const REAL_TIE: f64 = 0.5;
 
 fn real(name: &str, stem: &str) {
     let Some(model) = lse_testdata::model(name) else { return };
-    let cases = run(stem, model);
+    check_real(name, &run(stem, model));
+}
+
+/// The real-model rule on `cases` (see [`REAL_TIE`]), printing the lengths.
+fn check_real(name: &str, cases: &[Case]) {
     let delta = cases.iter().map(|c| c.delta).fold(0.0, f64::max);
     let tie = REAL_TIE;
     let (mut lens, mut to_tie) = (Vec::new(), Vec::new());
-    for c in &cases {
+    for c in cases {
         let (cut, ok) = agreed_len(&c.want, &c.got, &c.gold_margin, &c.our_margin, tie);
         let show = |v: &[u32]| v[cut.saturating_sub(2)..(cut + 3).min(v.len())].to_vec();
         assert!(
@@ -182,4 +191,35 @@ fn gemma3_greedy_equals_llama_cpp_up_to_near_ties() {
 #[test]
 fn qwen25coder_greedy_equals_llama_cpp_up_to_near_ties() {
     real("qwen25coder", "qwen2.5-coder-0.5b-instruct-q4_k_m");
+}
+
+/// A fill-in-the-middle case of the infill golden: `/infill`'s fields, or the single-file form.
+fn infill_of(c: &Value) -> Infill {
+    let r = &c["request"];
+    let text = |k: &str| r[k].as_str().unwrap_or("").to_string();
+    match c["kind"].as_str().unwrap() {
+        "infill" => {
+            let files = r["input_extra"].as_array().map(Vec::as_slice).unwrap_or(&[]).iter();
+            let files = files.map(|f| InfillFile { filename: f["filename"].as_str().unwrap_or("tmp").into(), text: f["text"].as_str().unwrap().into() });
+            Infill { prefix: text("input_prefix"), suffix: text("input_suffix"), middle: text("prompt"), files: Some(files.collect()) }
+        }
+        _ => Infill { prefix: text("prefix"), suffix: text("suffix"), ..Default::default() },
+    }
+}
+
+#[test]
+fn qwen25coder_infill_equals_llama_server_up_to_near_ties() {
+    let Some(model) = lse_testdata::model("qwen25coder") else { return };
+    let g = golden("infill/qwen2.5-coder-0.5b-instruct-q4_k_m");
+    // the server ran with -c 4096: the room its layout leaves for other files depends on it
+    let e = Engine::load(&model, EngineOptions { threads: 2, kv_len: Some(4096), ..Default::default() }).unwrap();
+    for c in g["cases"].as_array().unwrap() {
+        let ids = e.infill_ids(&infill_of(c)).unwrap();
+        let shown = String::from_utf8(e.tokenizer().detokenize(&ids, false, true)).unwrap();
+        assert_eq!((shown.as_str(), ids.len() as u64), (c["prompt"].as_str().unwrap(), c["tokens_evaluated"].as_u64().unwrap()), "{} {}", c["kind"], c["name"]);
+    }
+    let n = g["n_predict"].as_i64().unwrap();
+    let sampling = SamplingParams { temperature: 0.0, ..Default::default() };
+    let cases = run_cases(&e, &g, |c| GenerateRequest { prompt: Prompt::Infill(infill_of(c)), max_tokens: n, sampling: sampling.clone(), top_logprobs: 20, ..Default::default() });
+    check_real("qwen25coder infill", &cases);
 }

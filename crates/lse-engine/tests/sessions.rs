@@ -256,7 +256,7 @@ fn check_reuse(e: &Engine, first: &GenerateRequest, second: &GenerateRequest, wa
     let a = run_to_end(e, e.start_sequence(first).unwrap());
     let reused = e.start_sequence_in(second, Some(a.into_session())).unwrap();
     assert_eq!(reused.cached_tokens(), want_cached, "prompt tokens kept");
-    assert_eq!(reused.prompt_left(), e.prompt_ids(second).len() - want_cached);
+    assert_eq!(reused.prompt_left(), e.prompt_ids(second).unwrap().len() - want_cached);
     let reused = run_to_end(e, reused);
     let fresh = run_to_end(e, e.start_sequence(second).unwrap());
     assert_eq!(fresh.cached_tokens(), 0);

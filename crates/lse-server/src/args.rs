@@ -63,6 +63,8 @@ perplexity options:
 generation options (llama.cpp's defaults):
   --generate TEXT            prompt the model with TEXT (special-token text parsed) and print JSON
   --generate-file FILE       the prompt is FILE's text
+  --generate-suffix TEXT     fill in the middle: the prompt is the text before the gap, TEXT the
+                             text after it (models with FIM tokens, e.g. Qwen2.5-Coder)
   -n N                       tokens to generate at most (default 128)
   --temp T                   temperature; 0 is greedy (default 0.8)
   --top-k K                  keep the K most likely tokens; 0 keeps all (default 40)
@@ -153,6 +155,8 @@ pub struct Args {
     /// The generation options; its prompt is filled from `--generate`/`--generate-file`.
     pub generate: GenerateRequest,
     pub generate_output: Option<PathBuf>,
+    /// `--generate-suffix`: the text after the gap of a fill-in-the-middle prompt.
+    pub generate_suffix: Option<String>,
     pub serve: ServeOptions,
     pub quiet: bool,
 }
@@ -163,7 +167,7 @@ const VALUED: &[&str] = &[
     "--FlashPrefillV2", "--tokenize", "--tokenize-output", "--perplexity", "--perplexity-tokens", "--perplexity-pairs",
     "--perplexity-method", "--perplexity-ctx", "--perplexity-stride", "--perplexity-chunks",
     "--perplexity-kld-base-out", "--perplexity-kld-top-k", "--perplexity-kld", "--perplexity-output",
-    "--perplexity-shard", "--perplexity-merge", "--generate", "--generate-file", "-n", "--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n",
+    "--perplexity-shard", "--perplexity-merge", "--generate", "--generate-file", "--generate-suffix", "-n", "--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n",
     "--presence-penalty", "--frequency-penalty", "--seed", "--logit-bias", "--stop", "--json-schema", "--generate-output",
     "--host", "--port", "--parallel", "--api-key", "--alias", "--chat-template", "--chat-template-file",
 ];
@@ -173,7 +177,7 @@ const FLAGS: &[&str] = &[
     "--ignore-eos", "--json-object", "--quiet", "--help", "-h",
 ];
 const GENERATE_ONLY: &[&str] = &[
-    "-n", "--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n", "--presence-penalty",
+    "--generate-suffix", "-n", "--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n", "--presence-penalty",
     "--frequency-penalty", "--seed", "--logit-bias", "--stop", "--ignore-eos", "--json-object", "--json-schema", "--generate-output",
 ];
 const SERVE_ONLY: &[&str] = &["--host", "--port", "--parallel", "--api-key", "--alias", "--chat-template", "--chat-template-file"];
@@ -380,6 +384,7 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
                 a.generate.json_schema = Some(serde_json::from_str(v).map_err(|e| format!("--json-schema: not JSON: {e}"))?);
             }
             "--generate-output" => a.generate_output = Some(PathBuf::from(v)),
+            "--generate-suffix" => a.generate_suffix = Some(v.to_string()),
             "--host" => a.serve.host = v.to_string(),
             "--port" => a.serve.port = number(&name, v, "a port number (0 to 65535)")?,
             "--parallel" => a.serve.parallel = positive(&name, v)?,

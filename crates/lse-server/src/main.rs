@@ -112,7 +112,11 @@ fn generate(args: &Args, model: &Path, src: &GenerateSource) -> Result<(), Strin
         GenerateSource::Text(t) => t.clone(),
         GenerateSource::File(f) => lse_eval::read_text_file_verbatim(f).map_err(|e| e.to_string())?,
     };
-    let req = lse_engine::GenerateRequest { prompt: lse_engine::Prompt::Text(prompt), ..args.generate.clone() };
+    let prompt = match &args.generate_suffix {
+        Some(suffix) => lse_engine::Prompt::Infill(lse_engine::Infill { prefix: prompt, suffix: suffix.clone(), ..Default::default() }),
+        None => lse_engine::Prompt::Text(prompt),
+    };
+    let req = lse_engine::GenerateRequest { prompt, ..args.generate.clone() };
     req.validate()?;
     let engine = lse_engine::Engine::load(model, args.engine.clone()).map_err(|e| e.to_string())?;
     let report = engine.generate(&req).map_err(|e| e.to_string())?;

@@ -35,6 +35,18 @@ pub use vocab::{attr, VOCAB_ARRAY_KEYS};
 use special::Fragment;
 use vocab::{ModelKind, Vocab};
 
+/// A vocabulary's fill-in-the-middle tokens: prefix, suffix and middle markers, and the padding,
+/// repository-name and file-separator tokens of repository-level prompts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FimTokens {
+    pub pre: Option<u32>,
+    pub suf: Option<u32>,
+    pub mid: Option<u32>,
+    pub pad: Option<u32>,
+    pub rep: Option<u32>,
+    pub sep: Option<u32>,
+}
+
 /// A vocabulary and the tokenizer it drives.
 pub struct Tokenizer {
     vocab: Vocab,
@@ -242,6 +254,12 @@ impl Tokenizer {
 
     pub fn mask_id(&self) -> Option<u32> {
         self.vocab.mask
+    }
+
+    /// The fill-in-the-middle tokens (from the file, else found by their text as llama.cpp finds them).
+    pub fn fim(&self) -> FimTokens {
+        let [pre, suf, mid, pad, rep, sep] = self.vocab.fim;
+        FimTokens { pre, suf, mid, pad, rep, sep }
     }
 
     /// Whether tokenizing with `add_special` puts SEP last (WordPiece and some BPE vocabularies).

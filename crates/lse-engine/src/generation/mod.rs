@@ -2,6 +2,7 @@
 //! text with stop strings, and sequences driven by the batched forward ([`crate::Engine::step`]).
 
 mod constraint;
+mod infill;
 pub mod logit_bias;
 mod report;
 mod request;
@@ -11,6 +12,7 @@ mod sequence;
 mod text;
 
 pub use report::GenerationReport;
+pub use infill::{Infill, InfillFile};
 pub use json_schema::{Schema, SchemaState};
 pub use logit_bias::LogitBias;
 pub use request::{GenerateRequest, Prompt, SamplingParams, MAX_TOP_LOGPROBS};

@@ -11,6 +11,8 @@ pub enum Prompt {
     Text(String),
     /// Token ids, fed as they are.
     Tokens(Vec<u32>),
+    /// Fill in the middle: the text before and after a gap ([`super::Infill`]).
+    Infill(super::Infill),
 }
 
 /// The sampler chain's settings, with llama.cpp's defaults.

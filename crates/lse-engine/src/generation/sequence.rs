@@ -126,12 +126,14 @@ impl Engine {
     }
 
     /// The request's prompt as token ids (a text is tokenized with special tokens parsed; ids
-    /// are borrowed).
-    pub fn prompt_ids<'a>(&self, req: &'a GenerateRequest) -> Cow<'a, [u32]> {
-        match &req.prompt {
+    /// are borrowed; a fill-in-the-middle prompt is laid out, an error when the model has no FIM
+    /// tokens).
+    pub fn prompt_ids<'a>(&self, req: &'a GenerateRequest) -> Result<Cow<'a, [u32]>, EngineError> {
+        Ok(match &req.prompt {
             Prompt::Text(t) => Cow::Owned(self.tokenizer().tokenize(t, req.add_special, true)),
             Prompt::Tokens(t) => Cow::Borrowed(t),
-        }
+            Prompt::Infill(f) => Cow::Owned(self.infill_ids(f)?),
+        })
     }
 
     /// As [`Engine::start_sequence`], in `session` when one is given (prefix reuse, llama-server's
@@ -141,7 +143,7 @@ impl Engine {
     /// bit-identical to one in a new session.
     pub fn start_sequence_in(&self, req: &GenerateRequest, session: Option<Session>) -> Result<Sequence, EngineError> {
         req.validate().map_err(EngineError::InvalidRequest)?;
-        let prompt = self.prompt_ids(req).into_owned();
+        let prompt = self.prompt_ids(req)?.into_owned();
         if prompt.is_empty() {
             return Err(EngineError::InvalidRequest("the prompt has no tokens".into()));
         }

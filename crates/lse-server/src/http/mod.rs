@@ -57,6 +57,7 @@ fn router(app: AppState) -> Router {
         .route("/completions", post(routes::completions::completions))
         .route("/v1/chat/completions", post(routes::chat::chat))
         .route("/chat/completions", post(routes::chat::chat))
+        .route("/infill", post(routes::infill::infill))
         .route("/tokenize", post(routes::tokens::tokenize))
         .route("/detokenize", post(routes::tokens::detokenize))
         .route("/tokenizer_info", get(routes::info::tokenizer_info))

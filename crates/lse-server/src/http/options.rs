@@ -17,9 +17,6 @@ pub fn generate_request(f: &Fields, max_keys: &[&str], default_max: i64) -> ApiR
             break;
         }
     }
-    if f.str("suffix")?.is_some_and(|s| !s.is_empty()) {
-        return Err(ApiError::bad_request("\"suffix\" (fill-in-the-middle) is not supported: put the whole text in the prompt"));
-    }
     let s = &mut r.sampling;
     if let Some(v) = f.f32("temperature")? {
         s.temperature = v;
@@ -102,6 +99,15 @@ fn json_mode(f: &Fields) -> ApiResult<(bool, Option<serde_json::Value>)> {
         }
     }
     Ok(mode)
+}
+
+/// The tokens a prompt of `prompt_len` may be followed by: `requested` when one of `keys` was
+/// given, else until the context is full (llama-server's -1); a 400 when the prompt leaves no room.
+pub fn max_tokens_or_room(f: &Fields, keys: &[&str], requested: i64, prompt_len: usize, cap: usize) -> ApiResult<i64> {
+    if prompt_len >= cap {
+        return Err(ApiError::bad_request(format!("the prompt has {prompt_len} tokens; the context holds {cap} (--kv-len), leaving no room to generate")));
+    }
+    Ok(if requested < 0 && keys.iter().all(|k| f.get(k).is_none()) { (cap - prompt_len) as i64 } else { requested })
 }
 
 /// `validate()` for a request whose prompt is set, as a 400.

@@ -172,7 +172,8 @@ impl Worker {
                 Job::Generate { .. } if self.running.len() < self.parallel => {
                     let Some(Job::Generate { index, req, cache_prompt, tx }) = self.waiting.pop_front() else { unreachable!() };
                     let engine = &self.engine;
-                    let prompt = engine.prompt_ids(&req);
+                    // a prompt that cannot be laid out fails in start_sequence_in below, with its message
+                    let prompt = engine.prompt_ids(&req).map(|p| p.into_owned()).unwrap_or_default();
                     let source = if cache_prompt { self.fork_source(&prompt) } else { Source::Kept };
                     if let Source::Wait = source {
                         // a running sequence is feeding this prompt's prefix: fork it once it is in

@@ -129,6 +129,21 @@ impl Server {
 
     /// A streamed request: the JSON of every `data:` event before `[DONE]` (which must come).
     pub fn stream(&self, path: &str, body: &Value) -> Vec<Value> {
+        let (events, done) = self.events(path, body);
+        assert!(done, "the stream ended without [DONE]");
+        events
+    }
+
+    /// A streamed request in llama-server's own form: every `data:` event until the body ends,
+    /// with no `[DONE]`.
+    pub fn stream_native(&self, path: &str, body: &Value) -> Vec<Value> {
+        let (events, done) = self.events(path, body);
+        assert!(!done, "llama-server's own streams send no [DONE]");
+        events
+    }
+
+    /// The `data:` events of a streamed request up to `[DONE]` or the end, and whether `[DONE]` came.
+    fn events(&self, path: &str, body: &Value) -> (Vec<Value>, bool) {
         let resp = self.agent.post(&format!("{}{path}", self.base)).send_string(&body.to_string()).expect("stream request");
         assert_eq!(resp.status(), 200);
         assert!(resp.content_type().starts_with("text/event-stream"), "{}", resp.content_type());
@@ -143,8 +158,7 @@ impl Server {
             }
             events.push(serde_json::from_str(data).unwrap());
         }
-        assert!(done, "the stream ended without [DONE]");
-        events
+        (events, done)
     }
 
     /// Sends a body of `len` bytes from another thread while reading the answer (a server that

@@ -5,7 +5,7 @@ use crate::http::body::{wrong, Fields, JsonObject};
 use crate::http::errors::{ApiError, ApiResult};
 use crate::http::generate::{self, finish_name, Outcome};
 use crate::http::openai::{now_secs, piece, response_id, usage_of};
-use crate::http::options::{cache_prompt, choices, for_choice, generate_request, stream_flags, validated};
+use crate::http::options::{cache_prompt, choices, for_choice, generate_request, max_tokens_or_room, stream_flags, validated};
 use crate::http::scheduler::Event;
 use crate::http::sse;
 use crate::http::state::{AppState, Ready};
@@ -130,7 +130,8 @@ impl Calls {
 async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult<Response> {
     let ready = app.ready()?;
     let f = Fields(body);
-    let mut base = generate_request(&f, &["max_completion_tokens", "max_tokens", "n_predict"], -1)?;
+    const MAX_KEYS: [&str; 3] = ["max_completion_tokens", "max_tokens", "n_predict"];
+    let mut base = generate_request(&f, &MAX_KEYS, -1)?;
     let tools = tools::of(&f)?;
     if let Tools::Forced { parameters, .. } = &tools {
         if base.json_object || base.json_schema.is_some() {
@@ -143,16 +144,7 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
     let (stream, include_usage) = stream_flags(&f)?;
     let messages = f.get("messages").ok_or_else(|| ApiError::bad_request("\"messages\" is required"))?;
     let ids = prompt_ids(ready, messages, tools.for_template())?;
-    let cap = ready.engine.kv_capacity();
-    if ids.len() >= cap {
-        return Err(ApiError::bad_request(format!("the prompt has {} tokens; the context holds {cap} (--kv-len), leaving no room to generate", ids.len())));
-    }
-    // no max_tokens: until the context is full (llama-server's -1)
-    let max_tokens = if base.max_tokens < 0 && f.get("max_tokens").is_none() && f.get("max_completion_tokens").is_none() && f.get("n_predict").is_none() {
-        (cap - ids.len()) as i64
-    } else {
-        base.max_tokens
-    };
+    let max_tokens = max_tokens_or_room(&f, &MAX_KEYS, base.max_tokens, ids.len(), ready.engine.kv_capacity())?;
     let req = validated(GenerateRequest { prompt: Prompt::Tokens(ids), max_tokens, top_logprobs: if want_logprobs { top } else { 0 }, ..base })?;
     let model = app.model_id();
     let id = response_id("chatcmpl");

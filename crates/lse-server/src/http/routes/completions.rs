@@ -1,5 +1,6 @@
 //! `POST /v1/completions`: `n` choices per prompt (index `prompt · n + choice`); `echo` + `logprobs` give prompt log-probs
-//! through the scoring path (what lm-eval's `local-completions` asks for log-likelihoods).
+//! through the scoring path (what lm-eval's `local-completions` asks for log-likelihoods); a
+//! `suffix` fills the gap between prompt and suffix (models with FIM tokens).
 
 use crate::http::body::{Fields, JsonObject};
 use crate::http::errors::{ApiError, ApiResult};
@@ -63,7 +64,11 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
         _ => f.u64("logprobs")?.map(|n| n as usize),
     };
     let (stream, include_usage) = stream_flags(&f)?;
-    let prompts = prompts::parse(&ready.engine, f.get("prompt"))?;
+    let suffix = f.str("suffix")?.filter(|s| !s.is_empty());
+    if suffix.is_some() && echo {
+        return Err(ApiError::bad_request("\"echo\" and \"suffix\" exclude each other (the prompt is laid out around the gap)"));
+    }
+    let prompts = prompts::parse(&ready.engine, f.get("prompt"), suffix)?;
     let n = choices(&f)?;
     let max_tokens = base.max_tokens;
     let mut reqs = Vec::with_capacity(prompts.len());

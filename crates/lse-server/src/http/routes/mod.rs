@@ -2,6 +2,7 @@
 
 pub mod chat;
 pub mod completions;
+pub mod infill;
 pub mod info;
 pub mod perplexity;
 pub mod tokens;
