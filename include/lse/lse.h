@@ -134,7 +134,10 @@ int lse_perplexity(lse_engine *engine, const char *request_json, char **json_out
  * engine: a handle from lse_engine_open, not yet closed. Must not be NULL.
  * request_json: a JSON object; an absent field takes the default (llama.cpp's):
  *     "prompt"            string (tokenized as a prompt: BOS/EOS as the vocabulary asks, special-
- *                         token text parsed) or array of token ids (fed as given). Required.
+ *                         token text parsed), array of token ids (fed as given), or fill in the
+ *                         middle: {"prefix": string, "suffix": string, optional "middle": string
+ *                         (the start of the gap), optional "files": [{"filename", "text"}] (then
+ *                         llama-server's /infill layout)} on a model with FIM tokens. Required.
  *     "max_tokens"        integer >= 0: tokens to generate at most (default 128)
  *     "temperature"       number >= 0; 0 is greedy (default 0.8)
  *     "top_k"             integer >= 0; 0 keeps all (default 40)

@@ -1,5 +1,6 @@
 """lse.Engine.generate against a real model: the same object as ``lse-server --generate``, seeded
-sampling repeats, stop strings and max tokens end with the right finish_reason, bad options raise."""
+sampling repeats, stop strings and max tokens end with the right finish_reason, bad options raise;
+``suffix`` fills in the middle as llama-server does (Qwen2.5-Coder)."""
 
 import json
 import subprocess
@@ -7,7 +8,7 @@ import subprocess
 import pytest
 
 import lse
-from test_engine import MODEL, SERVER, THREADS, engine  # noqa: F401  (fixture)
+from test_engine import MODEL, REPO, SERVER, THREADS, engine  # noqa: F401  (fixture)
 
 PROMPT = "The capital of France is"
 
@@ -104,3 +105,21 @@ def test_bad_prompts_raise(engine):  # noqa: F811
         engine.generate([1, 10**9])
     with pytest.raises(ValueError, match="context"):
         engine.generate([1] * (engine.kv_capacity + 5))
+
+
+def test_suffix_needs_fim_tokens_and_texts(engine):  # noqa: F811
+    with pytest.raises(ValueError, match="cannot fill in the middle"):
+        engine.generate("def f():", suffix="\n")
+    with pytest.raises(TypeError, match="texts"):
+        engine.generate([1, 2], suffix="\n")
+
+
+def test_suffix_fills_the_middle_as_llama_server():
+    model = REPO / "models" / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+    if not model.is_file():
+        pytest.skip(f"model {model} is absent (run scripts/get-models.sh qwen25coder)")
+    golden = json.loads((REPO / "data" / "golden" / "infill" / "qwen2.5-coder-0.5b-instruct-q4_k_m.json").read_text())
+    case = next(c for c in golden["cases"] if c["kind"] == "suffix" and c["name"] == "normalise")
+    r = lse.Engine(model=model, threads=THREADS).generate(case["request"]["prefix"], suffix=case["request"]["suffix"],
+                                                          max_tokens=48, temperature=0)
+    assert (r["prompt_tokens"], r["ids"], r["text"]) == (case["tokens_evaluated"], case["ids"], case["text"])

@@ -1,6 +1,6 @@
 //! `lse-server --generate`: finish reasons (end-of-generation token, stop string across token
 //! boundaries, max tokens), seeded sampling, whole UTF-8 characters, and bad input refused with
-//! one line and a non-zero exit (never a panic).
+//! one line and a non-zero exit (never a panic); `--generate-suffix` fills in the middle.
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -103,6 +103,7 @@ fn bad_input_is_one_line_and_a_non_zero_exit() {
         (vec!["--generate", "hi", "--top-k", "-1"], "top-k"),
         (vec!["--generate", "hi", "--threads", "100000"], "--threads"),
         (vec!["--generate", "hi", "--generate-output", "/nonexistent-dir/x.json"], "x.json"),
+        (vec!["--generate", "hi", "--generate-suffix", "there"], "cannot fill in the middle"),
         (vec!["--perplexity", "../../data/wiki.test.raw", "--perplexity-ctx", "2", "--perplexity-chunks", "2"], "--perplexity-ctx 2"),
     ] {
         let o = Command::new(bin()).arg("--model").arg(&m).args(&args).output().unwrap();
@@ -158,4 +159,17 @@ fn json_schema_mode_generates_an_instance() {
     let o = run(&m, &["--generate", p, "--json-schema", r#"{"type": "object", "properties": {"a": {"type": "string", "pattern": "x"}}}"#]);
     assert!(!o.status.success());
     assert_eq!(String::from_utf8_lossy(&o.stderr).trim(), "lse-server: json_schema: \"pattern\" (in property \"a\") is not supported");
+}
+
+/// `--generate-suffix`: the prompt and the suffix laid out with Qwen2.5-Coder's FIM tokens (the
+/// single-file form); the greedy answer equals llama-server's (data/golden/infill, a case with no
+/// near-tie in its 48 steps).
+#[test]
+fn generate_suffix_fills_the_middle_as_llama_server() {
+    let Some(m) = lse_testdata::model("qwen25coder") else { return };
+    let g: Value = serde_json::from_str(&std::fs::read_to_string(lse_testdata::repo_root().join("data/golden/infill/qwen2.5-coder-0.5b-instruct-q4_k_m.json")).unwrap()).unwrap();
+    let c = g["cases"].as_array().unwrap().iter().find(|c| c["kind"] == "suffix" && c["name"] == "javascript").unwrap();
+    let r = generate(&m, &["--generate", c["request"]["prefix"].as_str().unwrap(), "--generate-suffix", c["request"]["suffix"].as_str().unwrap(), "-n", "48", "--temp", "0"]);
+    assert_eq!((&r["prompt_tokens"], &r["text"]), (&c["tokens_evaluated"], &c["text"]), "{r}");
+    assert_eq!(r["ids"], c["ids"]);
 }

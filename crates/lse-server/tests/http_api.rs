@@ -40,6 +40,8 @@ fn bad_inputs_get_json_errors_and_the_server_stays_up() {
         ("perplexity with an unknown field", "/v1/perplexity", br#"{"text": "hello", "bogus": 1}"#.to_vec(), 400),
         ("perplexity of too short a text", "/v1/perplexity", br#"{"text": "hello", "ctx": 64}"#.to_vec(), 400),
         ("perplexity writing a server file", "/v1/perplexity", br#"{"text": "hello", "kld_base_out": "/tmp/x.kld"}"#.to_vec(), 400),
+        ("infill on a model without FIM tokens", "/infill", br#"{"input_prefix": "a", "input_suffix": "b"}"#.to_vec(), 400),
+        ("suffix on a model without FIM tokens", "/v1/completions", br#"{"prompt": "a", "suffix": "b"}"#.to_vec(), 400),
         ("unknown endpoint", "/v1/nothing", b"{}".to_vec(), 404),
     ];
     for (what, path, body, status) in &cases {

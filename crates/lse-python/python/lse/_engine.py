@@ -246,16 +246,22 @@ class Engine:
     def generate(self, prompt, *, max_tokens=None, temperature=None, top_k=None, top_p=None, min_p=None,
                  repeat_penalty=None, repeat_last_n=None, presence_penalty=None, frequency_penalty=None,
                  seed=None, stop=None, ignore_eos=None, top_logprobs=None, add_special=None, logit_bias=None,
-                 json_object=None, json_schema=None):
+                 json_object=None, json_schema=None, suffix=None):
         """Prompts the model with ``prompt`` (a str, tokenized as a prompt with special-token text
-        parsed, or a list of token ids) and returns the ``lse.generation`` dict that
+        parsed, or a list of token ids; with ``suffix``, the text before a gap and ``suffix`` the
+        text after it, laid out with the model's fill-in-the-middle tokens, as
+        ``--generate-suffix``) and returns the ``lse.generation`` dict that
         ``lse-server --generate`` prints. Options are those of ``lse_generate`` (``None`` =
         llama.cpp's default); ``logit_bias`` maps token ids to a number added to their logits
         before the other samplers (``float("-inf")`` bans the token); ``json_object=True`` samples
         only tokens that keep the text one JSON object and stops when it closes, ``json_schema`` (a
         dict) the same for a value of that schema; out-of-range values and unsupported schemas
         raise ValueError."""
-        if isinstance(prompt, str):
+        if suffix is not None:
+            if not isinstance(prompt, str) or not isinstance(suffix, str):
+                raise TypeError("with suffix, prompt and suffix are texts (before and after the gap)")
+            req = {"prompt": {"prefix": prompt, "suffix": suffix}}
+        elif isinstance(prompt, str):
             req = {"prompt": prompt}
         else:
             req = {"prompt": _tokens(prompt)}

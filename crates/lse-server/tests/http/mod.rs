@@ -57,7 +57,7 @@ impl Server {
         self.post("/tokenize", &serde_json::json!({"content": text})).json()["tokens"].as_array().unwrap().len()
     }
 
-    /// Starts `lse-server --model M --port 0 ENGINE extra…`, reads the address it prints and waits
+    /// Starts `lse-server --model M --port 0 ENGINE extra…` (`extra` may replace an `ENGINE` flag), reads the address it prints and waits
     /// for `/health` to say ok.
     pub fn start(model: &str, extra: &[&str]) -> Server {
         let s = Server::spawn(model, extra);
@@ -69,7 +69,8 @@ impl Server {
     pub fn spawn(model: &str, extra: &[&str]) -> Server {
         let mut child = Command::new(BIN)
             .args(["--model", model, "--port", "0"])
-            .args(ENGINE)
+            // the engine flags `extra` does not set itself
+            .args(ENGINE.chunks(2).filter(|f| !extra.contains(&f[0])).flatten())
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
