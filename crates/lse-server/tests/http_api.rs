@@ -1,6 +1,7 @@
 //! `lse-server` serving HTTP (SPEC §11), end to end: the real binary on port 0 with SmolLM2,
 //! a real client. Bad input gets a JSON error with the right status and never takes the server
-//! down; `/v1/perplexity` equals the CLI's report; echo + logprobs equal `--perplexity-pairs`.
+//! down; `/v1/perplexity` equals the CLI's report; echo + logprobs equal `--perplexity-pairs`;
+//! llama-server's own `/completion` answers as that server does.
 
 mod http;
 
@@ -296,4 +297,28 @@ fn chat_template_falls_back_to_chatml_and_can_be_set() {
     std::fs::write(&file, "{% for m in messages %}[{{ m.role | upper }}] {{ m.content }}\n{% endfor %}[ASSISTANT]").unwrap();
     let s = Server::start(&m, &["--chat-template-file", file.to_str().unwrap()]);
     same_as(&s, "[SYSTEM] Be brief.\n[USER] Hi\n[ASSISTANT]");
+}
+
+/// llama-server's own `/completion`: a text prompt tokenized as that server does, the answer in its
+/// form; the cases of data/golden/generation whose greedy answers equal llama-server's to the end
+/// (translate_japanese: 64 tokens; question_sky and list_fruits: to the end-of-generation token).
+#[test]
+fn native_completion_answers_as_llama_server() {
+    let Some(m) = model() else { return };
+    let s = Server::start(&m, &[]);
+    let p = lse_testdata::repo_root().join("data/golden/generation/SmolLM2-135M-Instruct.Q4_1.json");
+    let g: Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+    for name in ["translate_japanese", "question_sky", "list_fruits"] {
+        let c = g["cases"].as_array().unwrap().iter().find(|c| c["name"] == name && c["repeat_penalty"] == 1.0).unwrap();
+        let body = json!({"prompt": c["prompt"], "n_predict": c["n_predict"], "temperature": 0, "return_tokens": true, "n_probs": 2});
+        let r = s.post("/completion", &body).json();
+        assert_eq!((&r["tokens"], &r["content"], &r["stop_type"]), (&c["ids"], &c["text"], &c["stop_type"]), "{name}: {r}");
+        assert_eq!(r["tokens_evaluated"].as_u64(), Some(c["prompt_ids"].as_array().unwrap().len() as u64), "{name}");
+        assert_eq!(r["completion_probabilities"].as_array().map(Vec::len), Some(c["ids"].as_array().unwrap().len()), "{name}");
+    }
+    // ids work as the prompt too; several prompts are /v1/completions' job
+    let c = &g["cases"][0];
+    let r = s.post("/completion", &json!({"prompt": c["prompt_ids"], "n_predict": 3, "temperature": 0, "return_tokens": true})).json();
+    assert_eq!(r["tokens_evaluated"].as_u64(), Some(c["prompt_ids"].as_array().unwrap().len() as u64), "{r}");
+    s.post("/completion", &json!({"prompt": ["a", "b"]})).assert_error(400, "several prompts");
 }

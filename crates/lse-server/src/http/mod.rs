@@ -9,6 +9,7 @@ mod body;
 mod errors;
 mod generate;
 mod metrics;
+mod native;
 mod openai;
 mod options;
 mod prompts;
@@ -57,6 +58,7 @@ fn router(app: AppState) -> Router {
         .route("/completions", post(routes::completions::completions))
         .route("/v1/chat/completions", post(routes::chat::chat))
         .route("/chat/completions", post(routes::chat::chat))
+        .route("/completion", post(routes::completion::completion))
         .route("/infill", post(routes::infill::infill))
         .route("/tokenize", post(routes::tokens::tokenize))
         .route("/detokenize", post(routes::tokens::detokenize))

@@ -1,6 +1,7 @@
 //! The HTTP routes, one file each.
 
 pub mod chat;
+pub mod completion;
 pub mod completions;
 pub mod infill;
 pub mod info;
