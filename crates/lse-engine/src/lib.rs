@@ -8,6 +8,7 @@
 pub mod arch;
 pub mod backend;
 pub mod blocks;
+pub mod embedding;
 mod engine;
 mod error;
 mod forward;
@@ -23,6 +24,7 @@ mod options;
 mod session;
 pub mod weights;
 
+pub use embedding::Pooling;
 pub use engine::Engine;
 pub use error::EngineError;
 pub use forward::{Batch, BatchRow};

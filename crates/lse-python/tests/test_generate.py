@@ -123,3 +123,4 @@ def test_suffix_fills_the_middle_as_llama_server():
     r = lse.Engine(model=model, threads=THREADS).generate(case["request"]["prefix"], suffix=case["request"]["suffix"],
                                                           max_tokens=48, temperature=0)
     assert (r["prompt_tokens"], r["ids"], r["text"]) == (case["tokens_evaluated"], case["ids"], case["text"])
+

@@ -90,6 +90,8 @@ server options:
   --port P                   port (default 8080; 0 picks a free one)
   --parallel N, -np          sequences decoded at once (default 4)
   --api-key KEY              require `Authorization: Bearer KEY`
+  --pooling P                how /v1/embeddings pools a text's rows: mean, cls or last (default: the
+                             GGUF's pooling type; generative models name none)
   --alias NAME, -a           the model id in /v1/models (default: the file name)
   --chat-template T          the chat template: Jinja source, or chatml (default: the GGUF's
                              tokenizer.chat_template; ChatML when it has none, as llama-server)
@@ -129,11 +131,13 @@ pub struct ServeOptions {
     pub alias: Option<String>,
     /// `--chat-template` (Jinja source, or `chatml`) or the text of `--chat-template-file`.
     pub chat_template: Option<String>,
+    /// `--pooling`: how embeddings pool (else the model's own).
+    pub pooling: Option<lse_engine::Pooling>,
 }
 
 impl Default for ServeOptions {
     fn default() -> Self {
-        ServeOptions { host: "127.0.0.1".into(), port: 8080, parallel: 4, api_key: None, alias: None, chat_template: None }
+        ServeOptions { host: "127.0.0.1".into(), port: 8080, parallel: 4, api_key: None, alias: None, chat_template: None, pooling: None }
     }
 }
 
@@ -169,7 +173,7 @@ const VALUED: &[&str] = &[
     "--perplexity-kld-base-out", "--perplexity-kld-top-k", "--perplexity-kld", "--perplexity-output",
     "--perplexity-shard", "--perplexity-merge", "--generate", "--generate-file", "--generate-suffix", "-n", "--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n",
     "--presence-penalty", "--frequency-penalty", "--seed", "--logit-bias", "--stop", "--json-schema", "--generate-output",
-    "--host", "--port", "--parallel", "--api-key", "--alias", "--chat-template", "--chat-template-file",
+    "--host", "--port", "--parallel", "--api-key", "--alias", "--chat-template", "--chat-template-file", "--pooling",
 ];
 /// Flags.
 const FLAGS: &[&str] = &[
@@ -180,7 +184,7 @@ const GENERATE_ONLY: &[&str] = &[
     "--generate-suffix", "-n", "--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n", "--presence-penalty",
     "--frequency-penalty", "--seed", "--logit-bias", "--stop", "--ignore-eos", "--json-object", "--json-schema", "--generate-output",
 ];
-const SERVE_ONLY: &[&str] = &["--host", "--port", "--parallel", "--api-key", "--alias", "--chat-template", "--chat-template-file"];
+const SERVE_ONLY: &[&str] = &["--host", "--port", "--parallel", "--api-key", "--alias", "--chat-template", "--chat-template-file", "--pooling"];
 const TOKENIZE_ONLY: &[&str] = &["--tokenize-no-special", "--tokenize-no-parse-special", "--tokenize-output"];
 const PERPLEXITY_ONLY: &[&str] = &[
     "--perplexity-method", "--perplexity-ctx", "--perplexity-stride", "--perplexity-chunks", "--perplexity-kld-base-out",
@@ -390,6 +394,7 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
             "--parallel" => a.serve.parallel = positive(&name, v)?,
             "--api-key" => a.serve.api_key = Some(v.to_string()),
             "--alias" => a.serve.alias = Some(v.to_string()),
+            "--pooling" => a.serve.pooling = Some(lse_engine::Pooling::parse(v).map_err(|e| format!("--pooling: {e}"))?),
             "--chat-template" | "--chat-template-file" if a.serve.chat_template.is_some() => {
                 return Err("give one of --chat-template and --chat-template-file".into())
             }

@@ -43,6 +43,7 @@ fn bad_inputs_get_json_errors_and_the_server_stays_up() {
         ("perplexity writing a server file", "/v1/perplexity", br#"{"text": "hello", "kld_base_out": "/tmp/x.kld"}"#.to_vec(), 400),
         ("infill on a model without FIM tokens", "/infill", br#"{"input_prefix": "a", "input_suffix": "b"}"#.to_vec(), 400),
         ("suffix on a model without FIM tokens", "/v1/completions", br#"{"prompt": "a", "suffix": "b"}"#.to_vec(), 400),
+        ("embeddings without a pooling", "/v1/embeddings", br#"{"input": "hi"}"#.to_vec(), 400),
         ("unknown endpoint", "/v1/nothing", b"{}".to_vec(), 404),
     ];
     for (what, path, body, status) in &cases {
@@ -321,4 +322,32 @@ fn native_completion_answers_as_llama_server() {
     let r = s.post("/completion", &json!({"prompt": c["prompt_ids"], "n_predict": 3, "temperature": 0, "return_tokens": true})).json();
     assert_eq!(r["tokens_evaluated"].as_u64(), Some(c["prompt_ids"].as_array().unwrap().len() as u64), "{r}");
     s.post("/completion", &json!({"prompt": ["a", "b"]})).assert_error(400, "several prompts");
+}
+
+/// `/v1/embeddings` with `--pooling last`: llama-server's vectors (data/golden/embedding; the float
+/// distance is the engine test's, so here only that the route serves them: cosine >= 0.999), and
+/// its bad requests refused.
+#[test]
+fn embeddings_serve_the_pooled_vectors_and_refuse_bad_requests() {
+    let Some(m) = model() else { return };
+    let s = Server::start(&m, &["--pooling", "last"]);
+    let p = lse_testdata::repo_root().join("data/golden/embedding/SmolLM2-135M-Instruct.Q4_1.json");
+    let g: Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+    let want = g["cases"].as_array().unwrap().iter().find(|c| c["pooling"] == "last").unwrap();
+    let r = s.post("/embeddings", &json!({"input": g["inputs"], "encoding_format": "float"})).json();
+    assert_eq!((&r["object"], &r["usage"]["prompt_tokens"]), (&json!("list"), &want["prompt_tokens"]), "{r}");
+    for (i, d) in r["data"].as_array().unwrap().iter().enumerate() {
+        let (a, b) = (d["embedding"].as_array().unwrap(), want["embeddings"][i].as_array().unwrap());
+        let dot: f64 = a.iter().zip(b).map(|(x, y)| x.as_f64().unwrap() * y.as_f64().unwrap()).sum();
+        assert!(d["index"] == i && dot >= 0.999, "input {i}: cosine {dot} (both of length 1)");
+    }
+    for (body, what) in [
+        (json!({"input": "hi", "encoding_format": "int8"}), "encoding_format"),
+        (json!({"input": "hi", "dimensions": 64}), "dimensions"),
+        (json!({"input": []}), "empty"),
+        (json!({"input": "hi", "embd_normalize": -2}), "embd_normalize"),
+        (json!({"input": vec![100u32; 2100]}), "context"),
+    ] {
+        s.post("/v1/embeddings", &body).assert_error(400, what);
+    }
 }

@@ -194,6 +194,18 @@ class Engine:
             raise ValueError("text must be a str")
         return list(self._native.tokenize(text, bool(add_special), bool(parse_special)))
 
+    def embed(self, texts, *, pooling=None, normalize=2):
+        """Embeddings as ``llama-server --embeddings`` computes them: each text (a str, or a list
+        of them) tokenized as a prompt, its final-normed hidden rows pooled (``pooling`` "mean",
+        "cls" or "last"; ``None`` = the model's own, which generative models lack) and normalised
+        (``normalize``: llama.cpp's ``embd_normalize``, 2 = Euclidean, -1 = none). Returns a numpy
+        float32 array ``[N, n_embd]``."""
+        single = isinstance(texts, str)
+        texts = [texts] if single else list(texts)
+        if not texts or not all(isinstance(t, str) for t in texts):
+            raise ValueError("texts must be a str or a non-empty list of str")
+        return self._native.embed(texts, pooling, int(normalize))
+
     def logits(self, tokens):
         """Full logits ``[T, V]`` (numpy float32) for ``tokens`` run as one fresh session;
         row ``i`` predicts token ``i + 1``. For validation: it materialises ``T x V`` floats."""

@@ -60,6 +60,8 @@ fn router(app: AppState) -> Router {
         .route("/chat/completions", post(routes::chat::chat))
         .route("/completion", post(routes::completion::completion))
         .route("/infill", post(routes::infill::infill))
+        .route("/v1/embeddings", post(routes::embeddings::embeddings))
+        .route("/embeddings", post(routes::embeddings::embeddings))
         .route("/tokenize", post(routes::tokens::tokenize))
         .route("/detokenize", post(routes::tokens::detokenize))
         .route("/tokenizer_info", get(routes::info::tokenizer_info))
@@ -97,7 +99,8 @@ fn load(app: AppState, args: Args, model: std::path::PathBuf) -> Option<std::thr
     let chat_template = template::choose(args.serve.chat_template.as_deref(), gguf_template);
     let parallel = args.serve.parallel.max(1);
     let (scheduler, handle) = Scheduler::start(engine.clone(), parallel, QUEUE, app.metrics.clone());
-    let ready = Ready { engine, scheduler, model_id: app.model_id(), chat_template };
+    let pooling = args.serve.pooling.or(engine.model_pooling());
+    let ready = Ready { engine, scheduler, model_id: app.model_id(), chat_template, pooling };
     if app.ready.set(ready).is_err() {
         return None;
     }

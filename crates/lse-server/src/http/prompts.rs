@@ -43,11 +43,16 @@ fn one(engine: &Engine, v: &Value, key: &str, suffix: Option<&str>) -> ApiResult
 /// Every prompt of the field; with a `suffix` (OpenAI's fill-in-the-middle), each prompt is the
 /// text before the gap and the suffix the text after it, laid out with the model's FIM tokens.
 pub fn parse(engine: &Engine, v: Option<&Value>, suffix: Option<&str>) -> ApiResult<Vec<PromptIn>> {
-    let v = v.ok_or_else(|| ApiError::bad_request("\"prompt\" is required"))?;
+    parse_field(engine, "prompt", v, suffix)
+}
+
+/// [`parse`] for a field of another name (the embeddings' `input`).
+pub fn parse_field(engine: &Engine, key: &str, v: Option<&Value>, suffix: Option<&str>) -> ApiResult<Vec<PromptIn>> {
+    let v = v.ok_or_else(|| ApiError::bad_request(format!("\"{key}\" is required")))?;
     match v {
-        Value::Array(a) if a.is_empty() => Err(ApiError::bad_request("\"prompt\" is an empty list")),
-        Value::Array(a) if a.iter().all(|x| x.is_number()) => Ok(vec![one(engine, v, "prompt", suffix)?]),
-        Value::Array(a) => a.iter().enumerate().map(|(i, x)| one(engine, x, &format!("prompt[{i}]"), suffix)).collect(),
-        _ => Ok(vec![one(engine, v, "prompt", suffix)?]),
+        Value::Array(a) if a.is_empty() => Err(ApiError::bad_request(format!("\"{key}\" is an empty list"))),
+        Value::Array(a) if a.iter().all(|x| x.is_number()) => Ok(vec![one(engine, v, key, suffix)?]),
+        Value::Array(a) => a.iter().enumerate().map(|(i, x)| one(engine, x, &format!("{key}[{i}]"), suffix)).collect(),
+        _ => Ok(vec![one(engine, v, key, suffix)?]),
     }
 }

@@ -6,7 +6,7 @@
 //! a new prompt starts in the one sharing the longest prefix with it, or in a fork of a running
 //! sequence's session that shares more (the `n` choices of a prompt, one system prompt sent by
 //! many clients at once: a prompt waits while such a sequence prefills its prefix). Scoring jobs
-//! (perplexity, prompt log-probs) run on the same thread, in queue order, once the sequences
+//! (perplexity, prompt log-probs, embeddings) run on the same thread, in queue order, once the sequences
 //! admitted before them have finished. A panic inside engine work fails the jobs it touched;
 //! the thread goes on.
 
@@ -46,6 +46,8 @@ pub enum Job {
     Perplexity { req: lse_eval::PerplexityRequest, tx: Reply<serde_json::Value> },
     /// The prompt's log-probs, and how many came from a kept prompt.
     PromptLogprobs { ids: Vec<u32>, top_k: usize, cache_prompt: bool, tx: Reply<(Vec<PromptLogprob>, usize)> },
+    /// One pooled, normalised vector per input (token ids), all inputs in one batched prefill.
+    Embed { inputs: Vec<Vec<u32>>, pooling: lse_engine::Pooling, normalize: i32, tx: Reply<Vec<Vec<f32>>> },
     /// Wakes the thread to notice shutdown.
     Wake,
 }
@@ -265,6 +267,18 @@ impl Worker {
                 }
                 let _ = tx.send(r.unwrap_or_else(|p| Err(internal_panic(p))));
             }
+            Job::Embed { inputs, pooling, normalize, tx } => {
+                if tx.is_closed() {
+                    return;
+                }
+                self.metrics.prompt_tokens.fetch_add(inputs.iter().map(Vec::len).sum::<usize>() as u64, Relaxed);
+                let refs: Vec<&[u32]> = inputs.iter().map(Vec::as_slice).collect();
+                let r = catch_unwind(AssertUnwindSafe(|| engine.embed(&refs, pooling, normalize)));
+                let _ = tx.send(match r {
+                    Ok(r) => r.map_err(|e| from_engine(&e)),
+                    Err(p) => Err(internal_panic(p)),
+                });
+            }
             Job::Generate { .. } | Job::Wake => {}
         }
     }
@@ -335,6 +349,9 @@ impl Worker {
                     let _ = tx.send(Err(ApiError::unavailable("the server is shutting down")));
                 }
                 Job::PromptLogprobs { tx, .. } => {
+                    let _ = tx.send(Err(ApiError::unavailable("the server is shutting down")));
+                }
+                Job::Embed { tx, .. } => {
                     let _ = tx.send(Err(ApiError::unavailable("the server is shutting down")));
                 }
                 Job::Wake => {}

@@ -15,6 +15,8 @@ pub struct Ready {
     pub model_id: String,
     /// The chat template served (see `template::choose`).
     pub chat_template: String,
+    /// How embeddings pool: `--pooling`, else the model's own; `None`: no embeddings.
+    pub pooling: Option<lse_engine::Pooling>,
 }
 
 pub struct App {

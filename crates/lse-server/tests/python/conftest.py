@@ -1,4 +1,5 @@
-"""The real lse-server on a free port with SmolLM2, shared by the HTTP client tests.
+"""The real lse-server on a free port with SmolLM2 (embeddings pooled by mean), shared by the HTTP
+client tests.
 
 Environment: LSE_SERVER (the binary), LSE_TEST_MODEL (the GGUF). Both are set by
 scripts/test-python.sh; a test is skipped with the reason when either is missing.
@@ -32,7 +33,7 @@ def server():
     if not model or not os.path.exists(model):
         pytest.skip(f"LSE_TEST_MODEL not set or missing ({model!r})")
     p = subprocess.Popen(
-        [binary, "--model", model, "--port", "0", "--threads", "2", "--kv-len", "2048", "--alias", "smol"],
+        [binary, "--model", model, "--port", "0", "--threads", "2", "--kv-len", "2048", "--alias", "smol", "--pooling", "mean"],
         stdout=subprocess.PIPE,
         text=True,
     )

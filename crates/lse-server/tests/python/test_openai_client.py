@@ -1,6 +1,10 @@
-"""The `openai` package against lse-server: completions, chat, streaming, token-id prompts."""
+"""The `openai` package against lse-server: completions, chat, streaming, token-id prompts,
+embeddings."""
 
 import json
+import math
+import os
+import struct
 
 import openai
 import pytest
@@ -185,3 +189,28 @@ def test_pydantic_structured_output(client):
         r = parse(model="smol", messages=msgs, response_format=Cat, max_tokens=200, temperature=1, seed=seed)
         assert r.choices[0].finish_reason == "stop"
         assert isinstance(r.choices[0].message.parsed, Cat)
+
+
+def test_embeddings_match_llama_server(client, server):
+    """client.embeddings.create (base64 on the wire, decoded by the package) against llama-server
+    --embeddings --pooling mean (data/golden/embedding): cosine similarity >= 0.999 (the floor of
+    two implementations' hidden rows; other texts' vectors stay under 0.98), length 1."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+    with open(os.path.join(root, "data", "golden", "embedding", "SmolLM2-135M-Instruct.Q4_1.json")) as f:
+        golden = json.load(f)
+    want = next(c for c in golden["cases"] if c["pooling"] == "mean" and c["embd_normalize"] == 2)
+    r = client.embeddings.create(model="smol", input=golden["inputs"])
+    assert r.usage.prompt_tokens == want["prompt_tokens"]
+    got = [d.embedding for d in sorted(r.data, key=lambda d: d.index)]
+
+    def cos(a, b):
+        return sum(x * y for x, y in zip(a, b)) / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
+
+    for g, w in zip(got, want["embeddings"]):
+        assert len(g) == len(w) and abs(math.sqrt(sum(x * x for x in g)) - 1) < 1e-5
+        assert cos(g, w) >= 0.999
+    assert cos(got[0], want["embeddings"][1]) < 0.98
+    # floats on request are the same f32 values as the decoded base64
+    floats = post(server, "/v1/embeddings", {"input": golden["inputs"][0], "encoding_format": "float"})
+    f32 = [struct.unpack("<f", struct.pack("<f", x))[0] for x in floats["data"][0]["embedding"]]
+    assert f32 == got[0]

@@ -3,6 +3,7 @@
 pub mod chat;
 pub mod completion;
 pub mod completions;
+pub mod embeddings;
 pub mod infill;
 pub mod info;
 pub mod perplexity;
