@@ -174,6 +174,31 @@ int lse_perplexity(lse_engine *engine, const char *request_json, char **json_out
 int lse_generate(lse_engine *engine, const char *request_json, char **json_out, char **err);
 
 /*
+ * lse_embed - embed texts: their final-normed hidden rows pooled into one vector each (what
+ * llama-server --embeddings --pooling P returns).
+ *
+ * engine: a handle from lse_engine_open, not yet closed. Must not be NULL.
+ * request_json: a JSON object:
+ *     "input"             a string (tokenized as a prompt: BOS/EOS as the vocabulary asks, special-
+ *                         token text parsed), an array of token ids, or an array of those. Required.
+ *     "pooling"           "mean", "cls" or "last" (default: the model's own pooling type; generative
+ *                         models have none, and the call fails without one)
+ *     "normalize"         integer, llama.cpp's embd_normalize: -1 none, 0 max-abs to 32760,
+ *                         1 taxicab, 2 Euclidean, p > 2 the p-norm (default 2)
+ *   Unknown fields are refused. Example: {"input": ["a text", "another"], "pooling": "mean"}
+ * json_out: receives {"object": "lse.embeddings", "pooling", "normalize", "prompt_tokens",
+ *   "embeddings": [[floats of n_embd], ...] in input order}. Free it with lse_string_free. Set to
+ *   NULL on failure. Must not be NULL.
+ * err: receives the error message on failure; may be NULL.
+ *
+ * Blocks while another call on the same engine is in flight. Returns LSE_OK, LSE_ERR_ARGUMENT
+ * (NULL pointers, bad JSON, an unknown field, an empty input, an invalid value), LSE_ERR_RUN
+ * (e.g. no pooling, an input longer than kv_len, a token id outside the vocabulary) or
+ * LSE_ERR_INTERNAL.
+ */
+int lse_embed(lse_engine *engine, const char *request_json, char **json_out, char **err);
+
+/*
  * lse_string_free - free a string returned by this library (*json_out, *err).
  * NULL is ignored. Each string must be freed exactly once, and only with this function.
  */

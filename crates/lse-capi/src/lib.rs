@@ -1,9 +1,10 @@
 //! The C API of LSE (SPEC §7): `include/lse/lse.h` over the shared library `liblse`.
 //!
-//! Five functions, all `extern "C"` and exported unmangled:
+//! Six functions, all `extern "C"` and exported unmangled:
 //! - [`lse_engine_open`]: engine options JSON (SPEC §2 names without dashes) → a loaded engine handle;
 //! - [`lse_perplexity`]: request JSON (SPEC §7 fields) → the SPEC §4 report as JSON text;
 //! - [`lse_generate`]: generation request JSON → the `lse.generation` object as JSON text;
+//! - [`lse_embed`]: embeddings request JSON → the `lse.embeddings` object as JSON text;
 //! - [`lse_string_free`]: frees every string the library hands out (reports and error messages);
 //! - [`lse_engine_close`]: frees the engine.
 //!
@@ -140,6 +141,27 @@ fn generate(handle: &LseEngine, json: &str) -> Result<String, Failure> {
     let req = lse_engine::GenerateRequest::from_json(json).map_err(Failure::argument)?;
     let engine = handle.engine.lock().unwrap_or_else(|p| p.into_inner());
     let report = engine.generate(&req).map_err(|e| Failure::run(e.to_string()))?;
+    drop(engine);
+    serde_json::to_string(&report).map_err(|e| Failure::internal(format!("cannot serialise the report: {e}")))
+}
+
+/// Embeds texts. See `lse.h`.
+#[no_mangle]
+pub unsafe extern "C" fn lse_embed(
+    engine: *mut LseEngine,
+    request_json: *const c_char,
+    json_out: *mut *mut c_char,
+    err: *mut *mut c_char,
+) -> c_int {
+    // SAFETY: the caller's pointers, checked in json_call (header contract).
+    unsafe { json_call("lse_embed", engine, request_json, json_out, err, embed) }
+}
+
+/// Runs an embeddings request on the engine (waiting for any call in flight).
+fn embed(handle: &LseEngine, json: &str) -> Result<String, Failure> {
+    let req = lse_engine::EmbedRequest::from_json(json).map_err(Failure::argument)?;
+    let engine = handle.engine.lock().unwrap_or_else(|p| p.into_inner());
+    let report = engine.embed_request(&req).map_err(|e| Failure::run(e.to_string()))?;
     drop(engine);
     serde_json::to_string(&report).map_err(|e| Failure::internal(format!("cannot serialise the report: {e}")))
 }

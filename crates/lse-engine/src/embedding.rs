@@ -53,7 +53,105 @@ pub fn normalize(v: &mut [f32], p: i32) {
     v.iter_mut().for_each(|x| *x *= scale);
 }
 
+/// An embeddings request: every option, its default and its checks in one place; the C and
+/// Python front ends send it as JSON, the HTTP route translates its body into it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmbedRequest {
+    /// The texts (tokenized as prompts: special tokens added as the vocabulary asks, special-token
+    /// text parsed) or token-id lists; JSON: one string, one id list, or a list of either.
+    #[serde(deserialize_with = "inputs")]
+    pub input: Vec<crate::Prompt>,
+    /// How rows are pooled; `None`: the model's own ([`Engine::model_pooling`]).
+    #[serde(default)]
+    pub pooling: Option<Pooling>,
+    /// llama.cpp's `embd_normalize` (see [`normalize`]).
+    #[serde(default = "euclidean")]
+    pub normalize: i32,
+}
+
+fn euclidean() -> i32 {
+    EUCLIDEAN
+}
+
+/// `input`: a string, a list of ids, or a list of strings and id lists.
+fn inputs<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<crate::Prompt>, D::Error> {
+    use crate::Prompt;
+    use serde::de::Error;
+    let v = serde_json::Value::deserialize(d)?;
+    let one = |v: &serde_json::Value| serde_json::from_value::<Prompt>(v.clone()).ok().filter(|p| !matches!(p, Prompt::Infill(_)));
+    let bad = || D::Error::custom("input must be a string, a list of token ids, or a list of those");
+    match &v {
+        serde_json::Value::Array(a) if !a.is_empty() && !a.iter().all(|x| x.is_number()) => a.iter().map(|x| one(x).ok_or_else(bad)).collect(),
+        _ => Ok(vec![one(&v).ok_or_else(bad)?]),
+    }
+}
+
+impl EmbedRequest {
+    /// Parses the JSON request object (C API, Python) and checks it.
+    pub fn from_json(s: &str) -> Result<EmbedRequest, String> {
+        let r: EmbedRequest = serde_json::from_str(s).map_err(|e| format!("embeddings request: {e}"))?;
+        r.validate()?;
+        Ok(r)
+    }
+
+    /// Refuses what cannot be embedded with one line naming the option.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.input.is_empty() {
+            return Err("input is empty".into());
+        }
+        for (i, p) in self.input.iter().enumerate() {
+            match p {
+                crate::Prompt::Text(t) if t.is_empty() => return Err(format!("input {i} is an empty text")),
+                crate::Prompt::Tokens(t) if t.is_empty() => return Err(format!("input {i} has no tokens")),
+                crate::Prompt::Infill(_) => return Err(format!("input {i}: fill-in-the-middle prompts are not embedded")),
+                _ => {}
+            }
+        }
+        if self.normalize < -1 {
+            return Err(format!("normalize must be -1 (none), 0 (max-abs), 1 (taxicab), 2 (Euclidean) or a larger p, got {}", self.normalize));
+        }
+        Ok(())
+    }
+}
+
+/// The vectors of a request, as every front end returns them.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct EmbedReport {
+    pub object: &'static str,
+    pub pooling: Pooling,
+    pub normalize: i32,
+    /// Tokens of all inputs.
+    pub prompt_tokens: usize,
+    /// One vector of `n_embd` per input, in input order.
+    pub embeddings: Vec<Vec<f32>>,
+}
+
 impl Engine {
+    /// Runs an embeddings request: the inputs tokenized, pooled as asked (or as the model says; an
+    /// error when neither names a pooling), normalised.
+    pub fn embed_request(&self, r: &EmbedRequest) -> Result<EmbedReport, EngineError> {
+        r.validate().map_err(EngineError::InvalidRequest)?;
+        let pooling = r.pooling.or(self.model_pooling()).ok_or_else(|| {
+            EngineError::InvalidRequest("embeddings need a pooling: this model names none (a generative model); ask for mean, cls or last".into())
+        })?;
+        let mut ids = Vec::with_capacity(r.input.len());
+        for (i, p) in r.input.iter().enumerate() {
+            let t = match p {
+                crate::Prompt::Text(t) => self.tokenizer().tokenize(t, true, true),
+                crate::Prompt::Tokens(t) => t.clone(),
+                crate::Prompt::Infill(_) => unreachable!("validated"),
+            };
+            if let Some((index, &id)) = t.iter().enumerate().find(|(_, &x)| x as usize >= self.n_vocab()) {
+                return Err(EngineError::InvalidRequest(format!("input {i}: token id {id} at index {index} is outside the vocabulary of {}", self.n_vocab())));
+            }
+            ids.push(t);
+        }
+        let refs: Vec<&[u32]> = ids.iter().map(Vec::as_slice).collect();
+        let embeddings = self.embed(&refs, pooling, r.normalize)?;
+        Ok(EmbedReport { object: "lse.embeddings", pooling, normalize: r.normalize, prompt_tokens: ids.iter().map(Vec::len).sum(), embeddings })
+    }
+
     /// The pooling the GGUF names (`{arch}.pooling_type`, set by embedding models); `None` for
     /// generative models and for types that give no single vector (none, rank).
     pub fn model_pooling(&self) -> Option<Pooling> {
@@ -114,6 +212,30 @@ mod tests {
         let mut zero = [0f32; 4];
         normalize(&mut zero, 2);
         assert_eq!(zero, [0.0; 4]);
+    }
+
+    #[test]
+    fn requests_parse_their_input_forms_and_refuse_bad_ones() {
+        use crate::Prompt;
+        let r = EmbedRequest::from_json(r#"{"input": "hi"}"#).unwrap();
+        assert_eq!((r.input, r.pooling, r.normalize), (vec![Prompt::Text("hi".into())], None, 2));
+        let r = EmbedRequest::from_json(r#"{"input": [1, 2], "pooling": "last", "normalize": -1}"#).unwrap();
+        assert_eq!((r.input, r.pooling, r.normalize), (vec![Prompt::Tokens(vec![1, 2])], Some(Pooling::Last), -1));
+        let r = EmbedRequest::from_json(r#"{"input": ["a", [3], "b"]}"#).unwrap();
+        assert_eq!(r.input, vec![Prompt::Text("a".into()), Prompt::Tokens(vec![3]), Prompt::Text("b".into())]);
+        for (json, phrase) in [
+            (r#"{"input": []}"#, "no tokens"),
+            (r#"{"input": ""}"#, "empty text"),
+            (r#"{"input": ["a", []]}"#, "no tokens"),
+            (r#"{"input": 5}"#, "input must be"),
+            (r#"{"input": [{"prefix": "a", "suffix": "b"}]}"#, "input must be"),
+            (r#"{"input": "a", "normalize": -2}"#, "normalize"),
+            (r#"{"input": "a", "pooling": "rank"}"#, "unknown variant"),
+            (r#"{"input": "a", "bogus": 1}"#, "unknown field"),
+        ] {
+            let e = EmbedRequest::from_json(json).unwrap_err();
+            assert!(e.contains(phrase), "{json}: {e}");
+        }
     }
 
     #[test]

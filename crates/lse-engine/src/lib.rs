@@ -24,7 +24,7 @@ mod options;
 mod session;
 pub mod weights;
 
-pub use embedding::Pooling;
+pub use embedding::{EmbedReport, EmbedRequest, Pooling};
 pub use engine::Engine;
 pub use error::EngineError;
 pub use forward::{Batch, BatchRow};

@@ -184,30 +184,13 @@ impl NativeEngine {
         Ok(arr.into_pyarray(py))
     }
 
-    /// One pooled, normalised vector per text (`[N, n_embd]` float32), tokenized as a prompt
-    /// (special tokens added, special-token text parsed), all texts in one batched prefill.
-    #[pyo3(signature = (texts, pooling=None, normalize=2))]
-    fn embed<'py>(&self, py: Python<'py>, texts: Vec<String>, pooling: Option<&str>, normalize: i32) -> PyResult<Bound<'py, PyArray2<f32>>> {
-        let pooling = match pooling {
-            Some(p) => lse_engine::Pooling::parse(p).map_err(PyValueError::new_err)?,
-            None => self.engine.model_pooling().ok_or_else(|| {
-                PyValueError::new_err("this model names no pooling (a generative model): pass pooling=\"mean\", \"cls\" or \"last\"")
-            })?,
-        };
-        if normalize < -1 {
-            return Err(PyValueError::new_err(format!("normalize must be -1 (none), 0, 1, 2 (Euclidean) or more, got {normalize}")));
-        }
-        let (n, e) = (texts.len(), self.engine.n_embd());
-        let vectors = py
-            .allow_threads(|| {
-                self.serial(|engine| {
-                    let ids: Vec<Vec<u32>> = texts.iter().map(|t| engine.tokenizer().tokenize(t, true, true)).collect();
-                    let refs: Vec<&[u32]> = ids.iter().map(Vec::as_slice).collect();
-                    engine.embed(&refs, pooling, normalize)
-                })
-            })
-            .map_err(engine_error)?;
-        let arr = numpy::ndarray::Array2::from_shape_vec((n, e), vectors.concat()).map_err(|e| PyRuntimeError::new_err(format!("embed: {e}")))?;
+    /// Runs an embeddings request (JSON text, the C API's `lse_embed` object); returns the
+    /// vectors as `[N, n_embd]` float32.
+    fn embed_json<'py>(&self, py: Python<'py>, request: &str) -> PyResult<Bound<'py, PyArray2<f32>>> {
+        let req = lse_engine::EmbedRequest::from_json(request).map_err(PyValueError::new_err)?;
+        let report = py.allow_threads(|| self.serial(|e| e.embed_request(&req))).map_err(engine_error)?;
+        let (n, e) = (report.embeddings.len(), self.engine.n_embd());
+        let arr = numpy::ndarray::Array2::from_shape_vec((n, e), report.embeddings.concat()).map_err(|e| PyRuntimeError::new_err(format!("embed: {e}")))?;
         Ok(arr.into_pyarray(py))
     }
 

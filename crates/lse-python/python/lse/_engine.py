@@ -200,11 +200,13 @@ class Engine:
         "cls" or "last"; ``None`` = the model's own, which generative models lack) and normalised
         (``normalize``: llama.cpp's ``embd_normalize``, 2 = Euclidean, -1 = none). Returns a numpy
         float32 array ``[N, n_embd]``."""
-        single = isinstance(texts, str)
-        texts = [texts] if single else list(texts)
-        if not texts or not all(isinstance(t, str) for t in texts):
-            raise ValueError("texts must be a str or a non-empty list of str")
-        return self._native.embed(texts, pooling, int(normalize))
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        if not all(isinstance(t, str) for t in texts):
+            raise ValueError("texts must be a str or a list of str")
+        req = {"input": texts, "normalize": int(normalize)}
+        if pooling is not None:
+            req["pooling"] = pooling
+        return self._native.embed_json(json.dumps(req))
 
     def logits(self, tokens):
         """Full logits ``[T, V]`` (numpy float32) for ``tokens`` run as one fresh session;

@@ -46,8 +46,8 @@ pub enum Job {
     Perplexity { req: lse_eval::PerplexityRequest, tx: Reply<serde_json::Value> },
     /// The prompt's log-probs, and how many came from a kept prompt.
     PromptLogprobs { ids: Vec<u32>, top_k: usize, cache_prompt: bool, tx: Reply<(Vec<PromptLogprob>, usize)> },
-    /// One pooled, normalised vector per input (token ids), all inputs in one batched prefill.
-    Embed { inputs: Vec<Vec<u32>>, pooling: lse_engine::Pooling, normalize: i32, tx: Reply<Vec<Vec<f32>>> },
+    /// One pooled, normalised vector per input, all inputs in one batched prefill.
+    Embed { req: lse_engine::EmbedRequest, tx: Reply<lse_engine::EmbedReport> },
     /// Wakes the thread to notice shutdown.
     Wake,
 }
@@ -267,13 +267,14 @@ impl Worker {
                 }
                 let _ = tx.send(r.unwrap_or_else(|p| Err(internal_panic(p))));
             }
-            Job::Embed { inputs, pooling, normalize, tx } => {
+            Job::Embed { req, tx } => {
                 if tx.is_closed() {
                     return;
                 }
-                self.metrics.prompt_tokens.fetch_add(inputs.iter().map(Vec::len).sum::<usize>() as u64, Relaxed);
-                let refs: Vec<&[u32]> = inputs.iter().map(Vec::as_slice).collect();
-                let r = catch_unwind(AssertUnwindSafe(|| engine.embed(&refs, pooling, normalize)));
+                let r = catch_unwind(AssertUnwindSafe(|| engine.embed_request(&req)));
+                if let Ok(Ok(report)) = &r {
+                    self.metrics.prompt_tokens.fetch_add(report.prompt_tokens as u64, Relaxed);
+                }
                 let _ = tx.send(match r {
                     Ok(r) => r.map_err(|e| from_engine(&e)),
                     Err(p) => Err(internal_panic(p)),

@@ -11,6 +11,7 @@ use crate::http::scheduler::Job;
 use crate::http::state::AppState;
 use axum::extract::State;
 use axum::Json;
+use lse_engine::{EmbedRequest, Prompt};
 use serde_json::{json, Value};
 use std::sync::atomic::Ordering::Relaxed;
 use tokio::sync::oneshot;
@@ -42,16 +43,19 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
     }
     let normalize = match f.i64("embd_normalize")? {
         None => lse_engine::embedding::EUCLIDEAN,
-        Some(p) if (-1..=i32::MAX as i64).contains(&p) => p as i32,
-        Some(_) => return Err(wrong("embd_normalize", "-1 (none), 0 (max-abs), 1 (taxicab), 2 (Euclidean) or a larger p")),
+        Some(p) => i32::try_from(p).map_err(|_| wrong("embd_normalize", "-1 (none), 0 (max-abs), 1 (taxicab), 2 (Euclidean) or a larger p"))?,
     };
+    // llama-server's `content` (its own form) where `input` is absent
     let key = if f.get("input").is_none() && f.get("content").is_some() { "content" } else { "input" };
-    let inputs: Vec<Vec<u32>> = prompts::parse_field(&ready.engine, key, f.get(key), None)?.into_iter().map(|p| p.ids).collect();
-    let tokens: usize = inputs.iter().map(Vec::len).sum();
+    let input = prompts::parse_field(&ready.engine, key, f.get(key), None)?.into_iter().map(|p| Prompt::Tokens(p.ids)).collect();
+    let req = EmbedRequest { input, pooling: Some(pooling), normalize };
+    req.validate().map_err(ApiError::bad_request)?;
     let (tx, rx) = oneshot::channel();
-    ready.scheduler.submit(Job::Embed { inputs, pooling, normalize, tx })?;
-    let vectors = rx.await.map_err(|_| ApiError::internal("the scheduler dropped the request"))??;
-    let data: Vec<Value> = vectors
+    ready.scheduler.submit(Job::Embed { req, tx })?;
+    let report = rx.await.map_err(|_| ApiError::internal("the scheduler dropped the request"))??;
+    let tokens = report.prompt_tokens;
+    let data: Vec<Value> = report
+        .embeddings
         .iter()
         .enumerate()
         .map(|(i, v)| {
