@@ -89,6 +89,15 @@ fn info_routes_and_tokenizer_round_trip() {
     assert_eq!(d["meta"]["architecture"], "llama");
     let info = s.get("/tokenizer_info").json();
     assert_eq!(info["eos_token"], "<|im_end|>");
+    // llama-server's /props and /apply-template (its answer for these messages, taken from it)
+    let props = s.get("/props").json();
+    assert_eq!((&props["default_generation_settings"]["n_ctx"], &props["total_slots"], &props["eos_token"]), (&json!(2048), &json!(4), &json!("<|im_end|>")), "{props}");
+    assert_eq!(props["chat_template"], info["chat_template"]);
+    let messages = json!([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 2+2?"}]);
+    let t = s.post("/apply-template", &json!({"messages": messages})).json();
+    assert_eq!(t["prompt"], "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n");
+    let chat = s.post("/v1/chat/completions", &json!({"messages": messages, "max_tokens": 1})).json();
+    assert_eq!(chat["usage"]["prompt_tokens"].as_u64(), Some(s.n_tokens(t["prompt"].as_str().unwrap()) as u64), "the chat prompt is the template's");
     assert!(info["chat_template"].as_str().unwrap().contains("im_start"));
     let t = s.post("/tokenize", &json!({"prompt": "Hello world", "add_special_tokens": false})).json();
     let ids = t["tokens"].as_array().unwrap().clone();

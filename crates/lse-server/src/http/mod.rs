@@ -65,6 +65,8 @@ fn router(app: AppState) -> Router {
         .route("/tokenize", post(routes::tokens::tokenize))
         .route("/detokenize", post(routes::tokens::detokenize))
         .route("/tokenizer_info", get(routes::info::tokenizer_info))
+        .route("/props", get(routes::info::props))
+        .route("/apply-template", post(routes::chat::apply_template))
         .route("/v1/perplexity", post(routes::perplexity::perplexity))
         .route("/metrics", get(routes::info::metrics))
         .fallback(|| async { ApiError::new(axum::http::StatusCode::NOT_FOUND, "no such endpoint") })
@@ -100,7 +102,7 @@ fn load(app: AppState, args: Args, model: std::path::PathBuf) -> Option<std::thr
     let parallel = args.serve.parallel.max(1);
     let (scheduler, handle) = Scheduler::start(engine.clone(), parallel, QUEUE, app.metrics.clone());
     let pooling = args.serve.pooling.or(engine.model_pooling());
-    let ready = Ready { engine, scheduler, model_id: app.model_id(), chat_template, pooling };
+    let ready = Ready { engine, scheduler, model_id: app.model_id(), chat_template, pooling, parallel };
     if app.ready.set(ready).is_err() {
         return None;
     }

@@ -17,6 +17,8 @@ pub struct Ready {
     pub chat_template: String,
     /// How embeddings pool: `--pooling`, else the model's own; `None`: no embeddings.
     pub pooling: Option<lse_engine::Pooling>,
+    /// `--parallel`: sequences decoded at once (llama-server's slots).
+    pub parallel: usize,
 }
 
 pub struct App {

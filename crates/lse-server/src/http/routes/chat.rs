@@ -66,14 +66,19 @@ fn token_text(engine: &Engine, id: Option<u32>) -> String {
     id.map(|t| piece(engine, t)).unwrap_or_default()
 }
 
-/// Renders and tokenizes the chat prompt (`tools` shown to templates that show them).
-pub fn prompt_ids(ready: &Ready, messages: &Value, tools: Option<&Value>) -> ApiResult<Vec<u32>> {
-    let tmpl = &ready.chat_template;
+/// The chat prompt as the template renders it (`tools` shown to templates that show them), with
+/// the generation prompt (the assistant's turn opened).
+pub fn prompt_text(ready: &Ready, messages: &Value, tools: Option<&Value>) -> ApiResult<String> {
     let e = &ready.engine;
     let tk = e.tokenizer();
-    let bos = token_text(e, tk.bos_id());
-    let eos = token_text(e, tk.eos_id());
-    let mut text = template::render(tmpl, &normalise(messages)?, tools, &bos, &eos, true)?;
+    template::render(&ready.chat_template, &normalise(messages)?, tools, &token_text(e, tk.bos_id()), &token_text(e, tk.eos_id()), true)
+}
+
+/// Renders and tokenizes the chat prompt.
+pub fn prompt_ids(ready: &Ready, messages: &Value, tools: Option<&Value>) -> ApiResult<Vec<u32>> {
+    let tk = ready.engine.tokenizer();
+    let bos = token_text(&ready.engine, tk.bos_id());
+    let mut text = prompt_text(ready, messages, tools)?;
     // the template writes BOS itself when it wants one; tokenizing would add a second
     if tk.add_bos() && !bos.is_empty() && text.starts_with(&bos) {
         text.drain(..bos.len());
@@ -125,6 +130,16 @@ impl Calls {
             None => (json!({"content": text}), json!(finish_name(finish))),
         }
     }
+}
+
+/// `POST /apply-template` (llama-server's): the chat prompt a `messages` list (and `tools`) would
+/// get, as text, without generating.
+pub async fn apply_template(State(app): State<AppState>, JsonObject(body): JsonObject) -> ApiResult<Json<Value>> {
+    let ready = app.ready()?;
+    let f = Fields(&body);
+    let messages = f.get("messages").ok_or_else(|| ApiError::bad_request("\"messages\" is required"))?;
+    let tools = tools::of(&f)?;
+    Ok(Json(json!({"prompt": prompt_text(ready, messages, tools.for_template())?})))
 }
 
 async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult<Response> {

@@ -1,4 +1,4 @@
-//! `GET /health`, `GET /v1/models`, `GET /tokenizer_info`, `GET /metrics`.
+//! `GET /health`, `GET /v1/models`, `GET /tokenizer_info`, `GET /props`, `GET /metrics`.
 
 use crate::http::errors::ApiResult;
 use crate::http::openai::{now_secs, piece};
@@ -51,6 +51,41 @@ pub async fn tokenizer_info(State(app): State<AppState>) -> ApiResult<Json<Value
         "add_bos_token": tk.add_bos(),
         "chat_template": r.chat_template,
         "n_vocab": e.n_vocab(),
+    })))
+}
+
+/// llama-server's `GET /props`: the defaults a request gets, the context, the slots, the model
+/// and its chat template (what its web UI and clients read).
+pub async fn props(State(app): State<AppState>) -> ApiResult<Json<Value>> {
+    let r = app.ready()?;
+    let e = &r.engine;
+    let tk = e.tokenizer();
+    let s = lse_engine::SamplingParams::default();
+    let text = |id: Option<u32>| id.map_or(Value::Null, |t| json!(piece(e, t)));
+    Ok(Json(json!({
+        "default_generation_settings": {
+            "n_ctx": e.kv_capacity(),
+            "params": {
+                "n_predict": -1,
+                "temperature": s.temperature,
+                "top_k": s.top_k,
+                "top_p": s.top_p,
+                "min_p": s.min_p,
+                "repeat_penalty": s.repeat_penalty,
+                "repeat_last_n": s.repeat_last_n,
+                "presence_penalty": s.presence_penalty,
+                "frequency_penalty": s.frequency_penalty,
+                "seed": -1,
+            },
+        },
+        "total_slots": r.parallel,
+        "model_alias": r.model_id,
+        "model_path": app.model_file,
+        "chat_template": r.chat_template,
+        "bos_token": text(tk.bos_id()),
+        "eos_token": text(tk.eos_id()),
+        "modalities": {"vision": false, "audio": false},
+        "build_info": format!("lse-server {}", env!("CARGO_PKG_VERSION")),
     })))
 }
 
