@@ -73,11 +73,17 @@ pub fn call(id: &str, name: &str, arguments: &str) -> Value {
     json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}})
 }
 
+/// Markers some templates' models put before a whole-answer call when the vocabulary renders
+/// them as text: Mistral's `[TOOL_CALLS]` (a list of calls follows), Llama 3.1's `<|python_tag|>`.
+const CALL_PREFIXES: [&str; 2] = ["[TOOL_CALLS]", "<|python_tag|>"];
+
 /// The calls in a free answer, as (name, arguments text), and the text outside them (trimmed);
-/// `None` when the answer holds no call of one of `names` that parses.
+/// `None` when the answer holds no call of one of `names` that parses. Read: Hermes
+/// `<tool_call>{..}</tool_call>` blocks among text; or an answer that is nothing but one call
+/// object (`arguments`, or Llama 3's `parameters`) or a list of them (Mistral's form), after an
+/// optional marker.
 pub fn read_calls(text: &str, names: &[String]) -> Option<(Vec<(String, String)>, String)> {
-    let one = |s: &str| -> Option<(String, String)> {
-        let v: Value = serde_json::from_str(s.trim()).ok()?;
+    let call = |v: &Value| -> Option<(String, String)> {
         let name = v.get("name")?.as_str()?;
         let args = v.get("arguments").or_else(|| v.get("parameters"))?;
         if !names.iter().any(|n| n == name) || !args.is_object() {
@@ -85,8 +91,14 @@ pub fn read_calls(text: &str, names: &[String]) -> Option<(Vec<(String, String)>
         }
         Some((name.to_string(), args.to_string()))
     };
+    let one = |s: &str| -> Option<(String, String)> { call(&serde_json::from_str(s.trim()).ok()?) };
     if !text.contains("<tool_call>") {
-        return one(text).map(|c| (vec![c], String::new()));
+        let body = CALL_PREFIXES.iter().fold(text.trim(), |t, p| t.strip_prefix(p).unwrap_or(t));
+        let calls = match serde_json::from_str::<Value>(body.trim()).ok()? {
+            Value::Array(list) if !list.is_empty() => list.iter().map(call).collect::<Option<Vec<_>>>()?,
+            v => vec![call(&v)?],
+        };
+        return Some((calls, String::new()));
     }
     let (mut calls, mut rest, mut at) = (Vec::new(), String::new(), text);
     while let Some(i) = at.find("<tool_call>") {
@@ -105,7 +117,7 @@ mod tests {
     use super::read_calls;
 
     #[test]
-    fn reads_tagged_and_bare_calls() {
+    fn reads_tagged_bare_and_listed_calls() {
         let names = ["get_weather".to_string(), "add".to_string()];
         let tagged = "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n<tool_call>{\"name\": \"add\", \"arguments\": {\"a\": 1}}</tool_call>";
         let (calls, rest) = read_calls(tagged, &names).unwrap();
@@ -115,7 +127,22 @@ mod tests {
         assert_eq!(bare, (vec![("add".to_string(), r#"{"a":2}"#.to_string())], String::new()));
         // an unclosed last block (the answer ended inside it) still counts when it parses
         assert!(read_calls("<tool_call>{\"name\": \"add\", \"arguments\": {}}", &names).is_some());
-        for free in ["Paris is sunny.", "{\"name\": \"other\", \"arguments\": {}}", "<tool_call>{\"name\": \"add\"</tool_call>", "{\"name\": \"add\", \"arguments\": 3}"] {
+        // Llama 3's parameters, Mistral's list after its marker, a marker rendered as text
+        let llama = read_calls("{\"type\": \"function\", \"name\": \"add\", \"parameters\": {\"a\": 3}}", &names).unwrap();
+        assert_eq!(llama.0, [("add".to_string(), r#"{"a":3}"#.to_string())]);
+        let mistral = read_calls("[TOOL_CALLS][{\"name\": \"add\", \"arguments\": {\"a\": 4}}, {\"name\": \"get_weather\", \"arguments\": {}}]", &names).unwrap();
+        assert_eq!(mistral.0, [("add".to_string(), r#"{"a":4}"#.to_string()), ("get_weather".to_string(), "{}".to_string())]);
+        let tagged = read_calls("<|python_tag|>{\"name\": \"add\", \"parameters\": {}}", &names).unwrap();
+        assert_eq!(tagged.0, [("add".to_string(), "{}".to_string())]);
+        for free in [
+            "Paris is sunny.",
+            "{\"name\": \"other\", \"arguments\": {}}",
+            "<tool_call>{\"name\": \"add\"</tool_call>",
+            "{\"name\": \"add\", \"arguments\": 3}",
+            "[]",
+            "[1, 2]",
+            "[{\"name\": \"add\", \"arguments\": {}}, {\"name\": \"other\", \"arguments\": {}}]",
+        ] {
             assert!(read_calls(free, &names).is_none(), "{free}");
         }
     }
