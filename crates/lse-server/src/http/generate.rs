@@ -38,6 +38,32 @@ pub fn start(sched: &Scheduler, reqs: Vec<(usize, GenerateRequest)>, cache_promp
     Ok(rx)
 }
 
+/// A stream's events, once its first one has decided the HTTP status: an error before any output
+/// is the request's error, not a 200 stream.
+pub struct Events {
+    first: Option<Event>,
+    rx: mpsc::UnboundedReceiver<Event>,
+}
+
+impl Events {
+    /// Waits for the first event; an error there (or a dropped scheduler) is the request's.
+    pub async fn open(mut rx: mpsc::UnboundedReceiver<Event>) -> ApiResult<Events> {
+        match rx.recv().await {
+            Some(Event::Error { error, .. }) => Err(error),
+            None => Err(ApiError::internal("the scheduler dropped the request")),
+            Some(ev) => Ok(Events { first: Some(ev), rx }),
+        }
+    }
+
+    /// The next event (the first one again first); `None` when the scheduler is gone.
+    pub async fn next(&mut self) -> Option<Event> {
+        match self.first.take() {
+            Some(e) => Some(e),
+            None => self.rx.recv().await,
+        }
+    }
+}
+
 /// Waits for every generation of `rx` (`n` of them, indices `0..n`).
 pub async fn collect(mut rx: mpsc::UnboundedReceiver<Event>, n: usize) -> ApiResult<Vec<Outcome>> {
     let mut out: Vec<Outcome> = (0..n).map(|_| Outcome::default()).collect();

@@ -4,7 +4,7 @@
 //! (each with its token ids), the stats last and no `[DONE]`.
 
 use super::body::Fields;
-use super::errors::{ApiError, ApiResult};
+use super::errors::ApiResult;
 use super::generate::{self, Outcome};
 use super::openai::piece;
 use super::options::{cache_prompt, generate_request, max_tokens_or_room, stream_flags, validated};
@@ -91,29 +91,17 @@ pub async fn respond(app: &AppState, ready: &Ready, f: &Fields<'_>, ids: Vec<u32
 
 /// Runs `req` (its prompt `shape.prompt`) and answers in llama-server's form, whole or streamed.
 async fn answer(sched: &Scheduler, engine: &Arc<Engine>, shape: Shape, req: GenerateRequest, stream: bool, cache_prompt: bool) -> ApiResult<Response> {
-    let mut rx = generate::start(sched, vec![(0, req)], cache_prompt)?;
+    let rx = generate::start(sched, vec![(0, req)], cache_prompt)?;
     if !stream {
         let outs = generate::collect(rx, 1).await?;
         return Ok(Json(shape.last(engine, &outs[0])).into_response());
     }
-    let first = match rx.recv().await {
-        Some(Event::Error { error, .. }) => return Err(error),
-        None => return Err(ApiError::internal("the scheduler dropped the request")),
-        Some(ev) => ev,
-    };
+    let mut events = generate::Events::open(rx).await?;
     let (resp, out) = sse::channel();
     let engine = engine.clone();
     tokio::spawn(async move {
-        let mut next = Some(first);
         let mut predicted = 0;
-        loop {
-            let ev = match next.take() {
-                Some(e) => e,
-                None => match rx.recv().await {
-                    Some(e) => e,
-                    None => return,
-                },
-            };
+        while let Some(ev) = events.next().await {
             let v = match ev {
                 Event::Delta { text, steps, .. } => {
                     predicted += steps.len();

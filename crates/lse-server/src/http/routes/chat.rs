@@ -17,17 +17,9 @@ use axum::Json;
 use lse_engine::generation::StepToken;
 use lse_engine::{Engine, GenerateRequest, Prompt};
 use serde_json::{json, Value};
-use std::sync::atomic::Ordering::Relaxed;
 
 pub async fn chat(State(app): State<AppState>, JsonObject(body): JsonObject) -> Response {
-    app.metrics.requests.fetch_add(1, Relaxed);
-    match run(&app, &body).await {
-        Ok(r) => r,
-        Err(e) => {
-            app.metrics.requests_failed.fetch_add(1, Relaxed);
-            e.into_response()
-        }
-    }
+    super::counted(&app, run(&app, &body)).await
 }
 
 /// Message contents as the templates expect them: a string (text parts joined).
@@ -165,7 +157,7 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
     let id = response_id("chatcmpl");
     let created = now_secs();
     let n = choices(&f)?;
-    let mut rx = generate::start(&ready.scheduler, (0..n).map(|j| (j, for_choice(&req, j))).collect(), cache_prompt(&f)?)?;
+    let rx = generate::start(&ready.scheduler, (0..n).map(|j| (j, for_choice(&req, j))).collect(), cache_prompt(&f)?)?;
     let (forced, names) = match &tools {
         Tools::Forced { name, .. } => (Some(name.clone()), None),
         Tools::Auto { names, .. } => (None, Some(names.clone())),
@@ -194,11 +186,7 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
         }))
         .into_response());
     }
-    let first = match rx.recv().await {
-        Some(Event::Error { error, .. }) => return Err(error),
-        None => return Err(ApiError::internal("the scheduler dropped the request")),
-        Some(ev) => ev,
-    };
+    let mut events = generate::Events::open(rx).await?;
     let (resp, out) = sse::channel();
     let engine = ready.engine.clone();
     let opening = |j: usize| match &tools {
@@ -243,17 +231,10 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
                 return;
             }
         }
-        let mut next = Some(first);
         let mut outs: Vec<Outcome> = (0..n).map(|_| Outcome::default()).collect();
         let mut left = n;
         while left > 0 {
-            let ev = match next.take() {
-                Some(e) => e,
-                None => match rx.recv().await {
-                    Some(e) => e,
-                    None => break,
-                },
-            };
+            let Some(ev) = events.next().await else { break };
             let vs = match ev {
                 Event::Delta { index, text, steps } => {
                     let lp = if want_logprobs { json!({"content": logprobs_content(&engine, &steps)}) } else { Value::Null };

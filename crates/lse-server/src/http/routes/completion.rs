@@ -8,19 +8,11 @@ use crate::http::native;
 use crate::http::prompts;
 use crate::http::state::AppState;
 use axum::extract::State;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde_json::Value;
-use std::sync::atomic::Ordering::Relaxed;
 
 pub async fn completion(State(app): State<AppState>, JsonObject(body): JsonObject) -> Response {
-    app.metrics.requests.fetch_add(1, Relaxed);
-    match run(&app, &body).await {
-        Ok(r) => r,
-        Err(e) => {
-            app.metrics.requests_failed.fetch_add(1, Relaxed);
-            e.into_response()
-        }
-    }
+    super::counted(&app, run(&app, &body)).await
 }
 
 async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult<Response> {

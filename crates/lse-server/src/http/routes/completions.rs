@@ -17,17 +17,9 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use lse_engine::{GenerateRequest, Prompt};
 use serde_json::{json, Value};
-use std::sync::atomic::Ordering::Relaxed;
 
 pub async fn completions(State(app): State<AppState>, JsonObject(body): JsonObject) -> Response {
-    app.metrics.requests.fetch_add(1, Relaxed);
-    match run(&app, &body).await {
-        Ok(r) => r,
-        Err(e) => {
-            app.metrics.requests_failed.fetch_add(1, Relaxed);
-            e.into_response()
-        }
-    }
+    super::counted(&app, run(&app, &body)).await
 }
 
 struct Plan {
@@ -140,15 +132,9 @@ fn chunk(id: &str, model: &str, created: u64, choice: Value) -> Value {
 
 async fn stream_response(ready: &Ready, plan: Plan, prompt_lps: Vec<Vec<PromptLogprob>>, scored_cached: Vec<usize>, include_usage: bool) -> ApiResult<Response> {
     let (n, total) = (plan.n, plan.prompts.len() * plan.n);
-    let mut rx = if plan.max_tokens > 0 { Some(generate::start(&ready.scheduler, plan.reqs.clone(), plan.cache_prompt)?) } else { None };
-    // the first event decides the status: an error before any output is an HTTP error
-    let first = match rx.as_mut() {
-        Some(r) => match r.recv().await {
-            Some(Event::Error { error, .. }) => return Err(error),
-            None => return Err(ApiError::internal("the scheduler dropped the request")),
-            Some(ev) => Some(ev),
-        },
-        None => None,
+    let events = match plan.max_tokens > 0 {
+        true => Some(generate::Events::open(generate::start(&ready.scheduler, plan.reqs.clone(), plan.cache_prompt)?).await?),
+        false => None,
     };
     let (resp, out) = sse::channel();
     let engine = ready.engine.clone();
@@ -174,7 +160,7 @@ async fn stream_response(ready: &Ready, plan: Plan, prompt_lps: Vec<Vec<PromptLo
             }
         }
         let usage_chunk = |outs: &[Outcome]| json!({"id": id, "object": "text_completion", "created": created, "model": m, "choices": [], "usage": usage_of(outs, n)});
-        let Some(mut rx) = rx else {
+        let Some(mut events) = events else {
             for k in 0..total {
                 let _ = out.json(&chunk(&id, m, created, json!({"text": "", "index": k, "logprobs": null, "finish_reason": "length"}))).await;
             }
@@ -185,15 +171,8 @@ async fn stream_response(ready: &Ready, plan: Plan, prompt_lps: Vec<Vec<PromptLo
             return;
         };
         let mut left = total;
-        let mut next = first;
         while left > 0 {
-            let ev = match next.take() {
-                Some(e) => e,
-                None => match rx.recv().await {
-                    Some(e) => e,
-                    None => break,
-                },
-            };
+            let Some(ev) = events.next().await else { break };
             let v = match ev {
                 Event::Delta { index, text, steps } => {
                     let lp = plan.logprobs.map(|_| {

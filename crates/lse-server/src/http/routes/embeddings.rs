@@ -10,19 +10,14 @@ use crate::http::prompts;
 use crate::http::scheduler::Job;
 use crate::http::state::AppState;
 use axum::extract::State;
+use axum::response::Response;
 use axum::Json;
 use lse_engine::{EmbedRequest, Prompt};
 use serde_json::{json, Value};
-use std::sync::atomic::Ordering::Relaxed;
 use tokio::sync::oneshot;
 
-pub async fn embeddings(State(app): State<AppState>, JsonObject(body): JsonObject) -> ApiResult<Json<Value>> {
-    app.metrics.requests.fetch_add(1, Relaxed);
-    let r = run(&app, &body).await;
-    if r.is_err() {
-        app.metrics.requests_failed.fetch_add(1, Relaxed);
-    }
-    r
+pub async fn embeddings(State(app): State<AppState>, JsonObject(body): JsonObject) -> Response {
+    super::counted(&app, run(&app, &body)).await
 }
 
 async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult<Json<Value>> {

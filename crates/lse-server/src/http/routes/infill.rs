@@ -8,20 +8,12 @@ use crate::http::errors::{from_engine, ApiError, ApiResult};
 use crate::http::native;
 use crate::http::state::AppState;
 use axum::extract::State;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use lse_engine::{Infill, InfillFile};
 use serde_json::Value;
-use std::sync::atomic::Ordering::Relaxed;
 
 pub async fn infill(State(app): State<AppState>, JsonObject(body): JsonObject) -> Response {
-    app.metrics.requests.fetch_add(1, Relaxed);
-    match run(&app, &body).await {
-        Ok(r) => r,
-        Err(e) => {
-            app.metrics.requests_failed.fetch_add(1, Relaxed);
-            e.into_response()
-        }
-    }
+    super::counted(&app, run(&app, &body)).await
 }
 
 /// `input_extra`: a list of `{"filename": .., "text": ..}` (the name defaults as llama-server's).

@@ -6,18 +6,13 @@ use crate::http::errors::{ApiError, ApiResult};
 use crate::http::scheduler::Job;
 use crate::http::state::AppState;
 use axum::extract::State;
+use axum::response::Response;
 use axum::Json;
 use serde_json::Value;
-use std::sync::atomic::Ordering::Relaxed;
 use tokio::sync::oneshot;
 
-pub async fn perplexity(State(app): State<AppState>, JsonObject(body): JsonObject) -> ApiResult<Json<Value>> {
-    app.metrics.requests.fetch_add(1, Relaxed);
-    let r = run(&app, body).await;
-    if r.is_err() {
-        app.metrics.requests_failed.fetch_add(1, Relaxed);
-    }
-    r
+pub async fn perplexity(State(app): State<AppState>, JsonObject(body): JsonObject) -> Response {
+    super::counted(&app, run(&app, body)).await
 }
 
 async fn run(app: &AppState, body: serde_json::Map<String, Value>) -> ApiResult<Json<Value>> {
