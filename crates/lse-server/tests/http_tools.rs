@@ -1,7 +1,8 @@
 //! Tool calls with "auto" on a model whose chat template offers tools (Qwen2.5-Coder's Hermes
 //! form): the real server, greedy answers. A weather question becomes a `get_weather` call (the
 //! model writes the call as a bare JSON object), whole and streamed with finish reason
-//! "tool_calls"; a coding question stays text; "required" with several tools is refused.
+//! "tool_calls"; a coding question stays text; "required" with several tools answers with one call
+//! of the fitting one (its arguments held to its parameters), whole and streamed.
 
 mod http;
 
@@ -37,8 +38,25 @@ fn auto_tool_calls_are_read_out_of_the_answer() {
     let c = &r["choices"][0];
     assert!(c["message"]["tool_calls"].is_null() && c["message"]["content"].as_str().is_some_and(|t| !t.is_empty()), "{r}");
     assert_ne!(c["finish_reason"], "tool_calls");
-    let mut two = ask("hi");
-    two["tools"].as_array_mut().unwrap().push(json!({"type": "function", "function": {"name": "get_time"}}));
-    two["tool_choice"] = json!("required");
-    s.post("/v1/chat/completions", &two).assert_error(400, "several tools");
+    // "required" with two tools: the model picks by the question, the arguments follow that tool
+    let time = json!({"type": "function", "function": {"name": "get_time", "description": "The time in a time zone",
+        "parameters": {"type": "object", "properties": {"zone": {"type": "integer"}}}}});
+    let required = |q: &str| {
+        let mut b = ask(q);
+        b["tools"].as_array_mut().unwrap().push(time.clone());
+        b["tool_choice"] = json!("required");
+        b
+    };
+    for (q, name, args) in [("What is the weather like in Paris today?", "get_weather", json!({"city": "Paris"})), ("What time is it in UTC+2?", "get_time", json!({"zone": 2}))] {
+        let r = s.post("/v1/chat/completions", &required(q)).json();
+        let c = &r["choices"][0];
+        let call = &c["message"]["tool_calls"][0]["function"];
+        assert_eq!((&c["finish_reason"], &call["name"]), (&json!("tool_calls"), &json!(name)), "{r}");
+        assert_eq!(serde_json::from_str::<Value>(call["arguments"].as_str().unwrap()).unwrap(), args, "{r}");
+    }
+    let mut body = required("What time is it in UTC+2?");
+    body["stream"] = json!(true);
+    let chunks = s.stream("/v1/chat/completions", &body);
+    let streamed: Vec<&Value> = chunks.iter().filter_map(|c| c["choices"].get(0)?["delta"]["tool_calls"].as_array()).flatten().collect();
+    assert_eq!((streamed.len(), &streamed[0]["function"]["name"]), (1, &json!("get_time")), "{chunks:?}");
 }

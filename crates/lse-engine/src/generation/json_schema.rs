@@ -1,13 +1,15 @@
 //! JSON schema mode (OpenAI's `response_format` `json_schema`) and JSON mode (`json_object`: the
 //! schema [`Schema::any_object`]): whether a text is the start of a JSON value that follows a
-//! schema, byte by byte. The schema is compiled once into nodes; the
-//! state is a stack of frames (one per open object, array, string, number or literal). Objects
+//! schema, byte by byte. The schema is compiled once into nodes; a run of the machine is a stack
+//! of frames (one per open object, array, string, number or literal), and the state is the runs
+//! still alive: one, until `anyOf` alternatives that can start alike are both possible, when each
+//! goes on in a run of its own until the text tells them apart. Objects
 //! are written with every property of the schema, in the schema's order (an instance that names
 //! every property is valid whatever `required` says), as OpenAI's strict mode writes them.
 //! Supported: `type` object (`properties`, `required`, `additionalProperties`), array (`items`,
 //! `minItems`, `maxItems`), string (`minLength`, `maxLength`, in characters), integer, number,
-//! boolean, null; `enum` and `const`; `anyOf` / `oneOf` whose alternatives start with different
-//! characters (the first byte picks one: `Optional[X]` is X or null); `$ref` to `#/$defs/..` or
+//! boolean, null; `enum` and `const`; `anyOf` / `oneOf` (pydantic's unions and `Optional[X]`, or one
+//! of several tool calls); `$ref` to `#/$defs/..` or
 //! `#/definitions/..` (what pydantic writes for nested models, recursion included); `title`,
 //! `description`, `default` and `examples` are ignored. Anything else is refused when compiled,
 //! rather than sampled unchecked.
@@ -22,6 +24,9 @@ const MAX_NUMBER: u8 = 32;
 /// Most objects and arrays open at once.
 const MAX_OPEN: usize = 128;
 
+/// Most runs alive at once (alternatives that start alike); past it the latest are dropped, so a
+/// schema ambiguous that long keeps only its first alternatives.
+const MAX_RUNS: usize = 16;
 /// Most values one `enum` may list (one bit of a `u64` each).
 const MAX_LITERALS: usize = 64;
 /// Deepest nesting of the schema's objects and arrays.
@@ -156,20 +161,10 @@ impl Schema {
         let mut s = Schema { nodes: Vec::new(), root: 0, first: Vec::new() };
         let mut defs = Defs { src: schema, done: Default::default() };
         s.root = s.node(schema, "the schema", 0, &mut defs)?;
-        if !matches!(s.nodes[s.root], Node::Object(_)) {
-            return Err("json_schema: the schema must describe an object (\"type\": \"object\")".into());
-        }
         s.first_bytes();
-        for (i, n) in s.nodes.iter().enumerate() {
-            let Node::AnyOf(alts) = n else { continue };
-            let mut taken = [false; 256];
-            for &a in alts {
-                let first = s.first[a];
-                if let Some(b) = (0..256).find(|&b| first[b] && taken[b]) {
-                    return Err(format!("json_schema: anyOf alternatives that can both start with '{}' are not supported (node {i})", b as u8 as char));
-                }
-                (0..256).for_each(|b| taken[b] |= first[b]);
-            }
+        // an object, or alternatives that are all objects (one of several tool calls)
+        if (0..256).any(|b| s.first[s.root][b] != (b == b'{' as usize)) {
+            return Err("json_schema: the schema must describe an object (\"type\": \"object\")".into());
         }
         Ok(s)
     }
@@ -315,13 +310,39 @@ enum Frame {
     Lit { node: usize, cand: u64, pos: usize },
 }
 
-/// How far a text has come as a value of a [`Schema`].
-#[derive(Clone, Debug, Default)]
+/// How far a text has come as a value of a [`Schema`]: the machine's runs still alive.
+#[derive(Clone, Debug)]
 pub struct SchemaState {
+    runs: Vec<Run>,
+    /// Runs forked while a byte is taken (kept for its memory).
+    forks: Vec<Run>,
+}
+
+impl Default for SchemaState {
+    fn default() -> SchemaState {
+        SchemaState { runs: vec![Run::default()], forks: Vec::new() }
+    }
+}
+
+/// One run of the machine: its frames, whether the root value is closed, and the length of the
+/// current whitespace run.
+#[derive(Debug, Default)]
+struct Run {
     stack: Vec<Frame>,
     done: bool,
-    /// Length of the current whitespace run.
     blanks: u8,
+}
+
+impl Clone for Run {
+    fn clone(&self) -> Run {
+        Run { stack: self.stack.clone(), done: self.done, blanks: self.blanks }
+    }
+
+    // reuses the stack's memory (a trial copy per token tried)
+    fn clone_from(&mut self, o: &Run) {
+        self.stack.clone_from(&o.stack);
+        (self.done, self.blanks) = (o.done, o.blanks);
+    }
 }
 
 fn blank(b: u8) -> bool {
@@ -331,15 +352,13 @@ fn blank(b: u8) -> bool {
 impl SchemaState {
     /// Whether the root value is closed (only whitespace may follow).
     pub fn is_complete(&self) -> bool {
-        self.done
+        self.runs.iter().any(|r| r.done)
     }
 
     /// Whether the text followed by `bytes` still starts a value of `s`; `scratch` holds the
-    /// trial state (its stack's memory is reused from call to call).
+    /// trial state (its memory is reused from call to call).
     pub fn accepts(&self, s: &Schema, bytes: &[u8], scratch: &mut SchemaState) -> bool {
-        scratch.stack.clear();
-        scratch.stack.extend_from_slice(&self.stack);
-        (scratch.done, scratch.blanks) = (self.done, self.blanks);
+        scratch.runs.clone_from(&self.runs);
         scratch.push_all(s, bytes)
     }
 
@@ -348,6 +367,18 @@ impl SchemaState {
         bytes.iter().all(|&b| self.push(s, b))
     }
 
+    /// Every run takes `b`; the runs it breaks end, the alternatives it opens join.
+    fn push(&mut self, s: &Schema, b: u8) -> bool {
+        let mut forks = std::mem::take(&mut self.forks);
+        self.runs.retain_mut(|r| r.push(s, b, &mut forks));
+        self.runs.append(&mut forks);
+        self.runs.truncate(MAX_RUNS);
+        self.forks = forks;
+        !self.runs.is_empty()
+    }
+}
+
+impl Run {
     fn blank_run(&mut self) -> bool {
         self.blanks += 1;
         self.blanks <= MAX_BLANKS
@@ -373,13 +404,21 @@ impl SchemaState {
         }
     }
 
-    /// The first byte `b` of a value of node `node`.
-    fn start(&mut self, s: &Schema, node: usize, b: u8) -> bool {
+    /// The first byte `b` of a value of node `node`; alternatives past the first that `b` may
+    /// start go on as `forks`.
+    fn start(&mut self, s: &Schema, node: usize, b: u8, forks: &mut Vec<Run>) -> bool {
         self.blanks = 0;
         let f = match (&s.nodes[node], b) {
             (Node::AnyOf(alts), _) => {
-                // the alternatives start with different bytes (checked when compiled)
-                return alts.iter().find(|&&a| s.first[a][b as usize]).is_some_and(|&a| self.start(s, a, b));
+                let mut can = alts.iter().copied().filter(|&a| s.first[a][b as usize]);
+                let Some(first) = can.next() else { return false };
+                for a in can {
+                    let mut other = self.clone();
+                    if other.start(s, a, b, forks) {
+                        forks.push(other);
+                    }
+                }
+                return self.start(s, first, b, forks);
             }
             (Node::Object(_), b'{') => Frame::Object { node, prop: 0, at: ObjAt::Open },
             (Node::Array(..), b'[') => Frame::Array { node, at: ArrAt::Open, count: 0 },
@@ -406,12 +445,12 @@ impl SchemaState {
         true
     }
 
-    fn push(&mut self, s: &Schema, b: u8) -> bool {
+    fn push(&mut self, s: &Schema, b: u8, forks: &mut Vec<Run>) -> bool {
         let Some(&top) = self.stack.last() else {
             if blank(b) {
                 return self.blank_run();
             }
-            return !self.done && self.start(s, s.root, b);
+            return !self.done && self.start(s, s.root, b, forks);
         };
         match top {
             Frame::Str { node, esc, chars } => {
@@ -438,7 +477,7 @@ impl SchemaState {
                 Some(n) if !(integer && matches!(n, Num::Dot | Num::E)) && len < MAX_NUMBER => self.set(Frame::Num { integer, at: n, len: len + 1 }),
                 None if at.complete() => {
                     self.value_done();
-                    self.push(s, b)
+                    self.push(s, b, forks)
                 }
                 _ => false,
             },
@@ -453,7 +492,7 @@ impl SchemaState {
                     return false;
                 }
                 self.value_done();
-                self.push(s, b)
+                self.push(s, b, forks)
             }
             Frame::Object { node, prop, at } => {
                 let Node::Object(props) = &s.nodes[node] else { unreachable!("an object frame is on an object node") };
@@ -473,7 +512,7 @@ impl SchemaState {
                         self.blanks = 0;
                         b == b':' && self.set(Frame::Object { node, prop, at: ObjAt::Value })
                     }
-                    ObjAt::Value => self.start(s, props[prop].1, b),
+                    ObjAt::Value => self.start(s, props[prop].1, b, forks),
                     ObjAt::After => {
                         self.blanks = 0;
                         if prop + 1 < props.len() {
@@ -498,9 +537,9 @@ impl SchemaState {
                         self.value_done();
                         true
                     }
-                    (MapAt::Open | MapAt::Key, b'"') => self.set(Frame::Map { node, at: MapAt::InKey }) && self.start(s, keys, b),
+                    (MapAt::Open | MapAt::Key, b'"') => self.set(Frame::Map { node, at: MapAt::InKey }) && self.start(s, keys, b, forks),
                     (MapAt::Colon, b':') => self.set(Frame::Map { node, at: MapAt::Value }),
-                    (MapAt::Value, _) => self.start(s, values, b),
+                    (MapAt::Value, _) => self.start(s, values, b, forks),
                     (MapAt::After, b',') => self.set(Frame::Map { node, at: MapAt::Key }),
                     _ => false,
                 }
@@ -516,8 +555,8 @@ impl SchemaState {
                         self.value_done();
                         true
                     }
-                    (ArrAt::Open, _) if max > 0 => self.start(s, items, b),
-                    (ArrAt::Value, _) => self.start(s, items, b),
+                    (ArrAt::Open, _) if max > 0 => self.start(s, items, b, forks),
+                    (ArrAt::Value, _) => self.start(s, items, b, forks),
                     (ArrAt::After, b',') if count < max => self.set(Frame::Array { node, at: ArrAt::Value, count }),
                     _ => false,
                 }
@@ -659,12 +698,44 @@ mod tests {
     }
 
     #[test]
+    fn follows_alternatives_that_start_alike() {
+        // one call of several tools (the name tells them apart, then each its arguments)
+        let calls = Schema::compile(&json!({"anyOf": [
+            {"type": "object", "properties": {"name": {"const": "get_weather"}, "arguments": {"type": "object", "properties": {"city": {"type": "string"}}}}},
+            {"type": "object", "properties": {"name": {"const": "get_time"}, "arguments": {"type": "object", "properties": {"zone": {"type": "integer"}}}}}
+        ]}))
+        .unwrap();
+        for ok in [r#"{"name":"get_weather","arguments":{"city":"Paris"}}"#, r#"{"name": "get_time", "arguments": {"zone": -2}}"#] {
+            let b = ok.as_bytes();
+            for i in 0..b.len() {
+                assert!(fed(&calls, &b[..i]).is_some_and(|st| !st.is_complete()), "prefix {:?}", &ok[..i]);
+            }
+            assert!(fed(&calls, ok).unwrap().is_complete(), "{ok}");
+        }
+        for bad in [r#"{"name":"get_weather","arguments":{"zone"#, r#"{"name":"get_time","arguments":{"city"#, r#"{"name":"get_date"#] {
+            assert!(fed(&calls, bad).is_none(), "{bad}");
+        }
+        // pydantic's int | float, and strings told apart only by their length
+        let s = Schema::compile(&json!({"type": "object", "properties": {
+            "a": {"anyOf": [{"type": "integer"}, {"type": "number"}]},
+            "b": {"anyOf": [{"type": "string", "maxLength": 2}, {"type": "string", "minLength": 4}]}
+        }}))
+        .unwrap();
+        for ok in [r#"{"a":1.5,"b":"ab"}"#, r#"{"a":-3,"b":"abcd"}"#, r#"{"a":7e2,"b":""}"#] {
+            assert!(fed(&s, ok).unwrap().is_complete(), "{ok}");
+        }
+        for bad in [r#"{"a":1,"b":"abc""#, r#"{"a":1.,"#, r#"{"a":"1""#] {
+            assert!(fed(&s, bad).is_none(), "{bad}");
+        }
+    }
+
+    #[test]
     fn refuses_schemas_it_cannot_follow() {
         for (schema, phrase) in [
             (json!({"type": "string"}), "must describe an object"),
             (json!({"type": "object", "properties": {"a": {"type": "string", "pattern": "x"}}}), "\"pattern\""),
             (json!({"type": "object", "properties": {"a": {"anyOf": []}}}), "non-empty"),
-            (json!({"type": "object", "properties": {"a": {"anyOf": [{"type": "integer"}, {"type": "number"}]}}}), "both start with '-'"),
+            (json!({"anyOf": [{"type": "object", "properties": {}}, {"type": "string"}]}), "must describe an object"),
             (json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/B"}}}), "names no definition"),
             (json!({"type": "object", "properties": {"a": {"$ref": "other.json#/x"}}}), "not a local definition"),
             (json!({"type": "object", "properties": {"a": {"allOf": []}}}), "\"allOf\""),

@@ -4,7 +4,9 @@
 //! model answers freely with the tools in its chat template, and calls are read out of the answer:
 //! `<tool_call>{"name": .., "arguments": {..}}</tool_call>` blocks (the Hermes form Qwen's and
 //! many templates ask for), or an answer that is nothing but such an object (small models drop
-//! the tags). "none" hides the tools.
+//! the tags). "required" with several tools is "auto" with the answer held to one call object of
+//! one of them (JSON schema mode over their alternatives: the name picks the function, its
+//! `parameters` the arguments). "none" hides the tools.
 
 use super::body::{wrong, Fields};
 use super::errors::{ApiError, ApiResult};
@@ -15,8 +17,8 @@ pub enum Tools {
     None,
     /// The function a request forces and its `parameters`.
     Forced { name: String, parameters: Value, tools: Value },
-    /// Calls read out of a free answer.
-    Auto { names: Vec<String>, tools: Value },
+    /// Calls read out of the answer: a free one, or with `required` (`schema`) one call object.
+    Auto { names: Vec<String>, tools: Value, required: Option<Value> },
 }
 
 impl Tools {
@@ -42,19 +44,18 @@ pub fn of(f: &Fields) -> ApiResult<Tools> {
         let Some(name) = name else { return Err(ApiError::bad_request(format!("\"tools\"[{i}] must be {{\"type\": \"function\", \"function\": {{\"name\": ..}}}}"))) };
         names.push(name.to_string());
     }
-    let forced = |i: usize| {
-        let parameters = tools[i]["function"].get("parameters").cloned().unwrap_or_else(|| json!({"type": "object", "properties": {}}));
-        Ok(Tools::Forced { name: names[i].clone(), parameters, tools: Value::Array(tools.to_vec()) })
-    };
+    let parameters = |i: usize| tools[i]["function"].get("parameters").cloned().unwrap_or_else(|| json!({"type": "object", "properties": {}}));
+    let forced = |i: usize| Ok(Tools::Forced { name: names[i].clone(), parameters: parameters(i), tools: Value::Array(tools.to_vec()) });
+    let auto = |required: Option<Value>| Tools::Auto { names: names.clone(), tools: Value::Array(tools.to_vec()), required };
     match f.get("tool_choice") {
         Some(Value::String(c)) if c == "none" => Ok(Tools::None),
         None | Some(Value::Null) if tools.is_empty() => Ok(Tools::None),
-        None | Some(Value::Null) => Ok(Tools::Auto { names, tools: Value::Array(tools.to_vec()) }),
-        Some(Value::String(c)) if c == "auto" => Ok(if tools.is_empty() { Tools::None } else { Tools::Auto { names, tools: Value::Array(tools.to_vec()) } }),
+        None | Some(Value::Null) => Ok(auto(None)),
+        Some(Value::String(c)) if c == "auto" => Ok(if tools.is_empty() { Tools::None } else { auto(None) }),
         Some(Value::String(c)) if c == "required" => match tools.len() {
             1 => forced(0),
             0 => Err(ApiError::bad_request("\"tool_choice\" is \"required\" but there are no tools")),
-            _ => Err(ApiError::bad_request("\"tool_choice\" \"required\" with several tools is not supported: name the function, or use \"auto\"")),
+            n => Ok(auto(Some(one_call_of((0..n).map(|i| (names[i].as_str(), parameters(i))))?))),
         },
         Some(Value::Object(o)) => {
             let n = o.get("function").and_then(|g| g.get("name")).and_then(Value::as_str);
@@ -66,6 +67,29 @@ pub fn of(f: &Fields) -> ApiResult<Tools> {
         }
         Some(_) => Err(wrong("tool_choice", "\"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ..}}")),
     }
+}
+
+/// The schema of one call object of one of `tools` (name, parameters): their alternatives, each
+/// its name as a constant and its parameters; the definitions each `parameters` carries (pydantic's
+/// `$defs`) move to the root, where their `$ref`s point.
+fn one_call_of<'a>(tools: impl Iterator<Item = (&'a str, Value)>) -> ApiResult<Value> {
+    let mut root = serde_json::Map::new();
+    let mut alts = Vec::new();
+    for (name, mut params) in tools {
+        for key in ["$defs", "definitions"] {
+            let Some(Value::Object(defs)) = params.as_object_mut().and_then(|p| p.remove(key)) else { continue };
+            let into = root.entry(key).or_insert_with(|| json!({})).as_object_mut().expect("an object");
+            for (k, v) in defs {
+                if into.get(&k).is_some_and(|old| *old != v) {
+                    return Err(ApiError::bad_request(format!("the tools' parameters define \"{k}\" differently: \"required\" with several tools needs distinct definitions")));
+                }
+                into.insert(k, v);
+            }
+        }
+        alts.push(json!({"type": "object", "properties": {"name": {"const": name}, "arguments": params}}));
+    }
+    root.insert("anyOf".into(), Value::Array(alts));
+    Ok(Value::Object(root))
 }
 
 /// A choice's `tool_calls` entry: the call's id, the function's name and the arguments' text.
@@ -114,7 +138,22 @@ pub fn read_calls(text: &str, names: &[String]) -> Option<(Vec<(String, String)>
 
 #[cfg(test)]
 mod tests {
-    use super::read_calls;
+    use super::{one_call_of, read_calls};
+    use serde_json::json;
+
+    #[test]
+    fn one_call_schema_moves_definitions_to_the_root() {
+        let addr = json!({"type": "object", "properties": {"city": {"type": "string"}}});
+        let p = |extra: serde_json::Value| json!({"type": "object", "properties": {"to": {"$ref": "#/$defs/Addr"}, "x": extra}, "$defs": {"Addr": addr}});
+        let s = one_call_of([("send", p(json!({"type": "integer"}))), ("ship", p(json!({"type": "string"})))].into_iter()).unwrap();
+        assert_eq!(s["$defs"], json!({"Addr": addr}));
+        assert_eq!(s["anyOf"][1]["properties"]["name"], json!({"const": "ship"}));
+        assert!(s["anyOf"][0]["properties"]["arguments"].get("$defs").is_none());
+        lse_engine::generation::Schema::compile(&s).unwrap();
+        let other = json!({"type": "object", "properties": {"to": {"$ref": "#/$defs/Addr"}}, "$defs": {"Addr": {"type": "string"}}});
+        let e = one_call_of([("send", p(json!({"type": "integer"}))), ("ship", other)].into_iter()).unwrap_err();
+        assert!(e.message.contains("\"Addr\" differently"), "{}", e.message);
+    }
 
     #[test]
     fn reads_tagged_bare_and_listed_calls() {

@@ -140,11 +140,11 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
     const MAX_KEYS: [&str; 3] = ["max_completion_tokens", "max_tokens", "n_predict"];
     let mut base = generate_request(&f, &MAX_KEYS, -1)?;
     let tools = tools::of(&f)?;
-    if let Tools::Forced { parameters, .. } = &tools {
+    if let Tools::Forced { parameters: schema, .. } | Tools::Auto { required: Some(schema), .. } = &tools {
         if base.json_object || base.json_schema.is_some() {
-            return Err(ApiError::bad_request("a forced tool call and \"response_format\" exclude each other (the call's arguments follow the function's parameters)"));
+            return Err(ApiError::bad_request("a required tool call and \"response_format\" exclude each other (the call follows the function's parameters)"));
         }
-        base.json_schema = Some(parameters.clone());
+        base.json_schema = Some(schema.clone());
     }
     let want_logprobs = f.bool("logprobs")?.unwrap_or(false);
     let top = f.u64("top_logprobs")?.unwrap_or(0) as usize;
