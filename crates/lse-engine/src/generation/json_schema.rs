@@ -6,11 +6,13 @@
 //! goes on in a run of its own until the text tells them apart. Objects
 //! are written with every property of the schema, in the schema's order (an instance that names
 //! every property is valid whatever `required` says), as OpenAI's strict mode writes them.
-//! Supported: `type` object (`properties`, `required`, `additionalProperties`), array (`items`,
+//! Supported: `type` object (`properties`, `required`; without `properties` any keys, their values
+//! `additionalProperties`'s schema or any), array (`items`,
 //! `minItems`, `maxItems`), string (`minLength`, `maxLength`, in characters), integer, number,
 //! boolean, null; `enum` and `const`; `anyOf` / `oneOf` (pydantic's unions and `Optional[X]`, or one
 //! of several tool calls); `$ref` to `#/$defs/..` or
-//! `#/definitions/..` (what pydantic writes for nested models, recursion included); `title`,
+//! `#/definitions/..` (what pydantic writes for nested models, recursion included); a schema with
+//! no type, enum, const or alternatives (`{}`, pydantic's `Any`) is any JSON value; `title`,
 //! `description`, `default` and `examples` are ignored. Anything else is refused when compiled,
 //! rather than sampled unchecked.
 
@@ -134,22 +136,31 @@ struct Defs<'a> {
     /// The root's `$defs` and `definitions`.
     src: &'a Value,
     done: std::collections::HashMap<String, usize>,
+    /// The node of any JSON value, once one is needed.
+    any: Option<usize>,
 }
 
 impl Schema {
     /// JSON mode: any one JSON object (RFC 8259), its values any JSON values.
     pub fn any_object() -> Schema {
-        let nodes = vec![
-            Node::Map { keys: 3, values: 1 },
-            Node::AnyOf(vec![0, 2, 3, 4, 5]),
-            Node::Array(1, 0, usize::MAX),
+        let mut s = Schema { nodes: Vec::new(), root: 0, first: Vec::new() };
+        s.root = s.any_value().1;
+        s.first_bytes();
+        s
+    }
+
+    /// Adds the nodes of any JSON value; returns (the value's node, the any-object node).
+    fn any_value(&mut self) -> (usize, usize) {
+        let b = self.nodes.len();
+        self.nodes.extend([
+            Node::Map { keys: b + 3, values: b + 1 },
+            Node::AnyOf(vec![b, b + 2, b + 3, b + 4, b + 5]),
+            Node::Array(b + 1, 0, usize::MAX),
             Node::String(0, usize::MAX),
             Node::Number { integer: false },
             Node::Literals(vec![b"true".to_vec(), b"false".to_vec(), b"null".to_vec()]),
-        ];
-        let mut s = Schema { nodes, root: 0, first: Vec::new() };
-        s.first_bytes();
-        s
+        ]);
+        (b + 1, b)
     }
 
     fn first_bytes(&mut self) {
@@ -159,7 +170,7 @@ impl Schema {
     /// Compiles `schema`; one line naming the first keyword or value that is not supported.
     pub fn compile(schema: &Value) -> Result<Schema, String> {
         let mut s = Schema { nodes: Vec::new(), root: 0, first: Vec::new() };
-        let mut defs = Defs { src: schema, done: Default::default() };
+        let mut defs = Defs { src: schema, done: Default::default(), any: None };
         s.root = s.node(schema, "the schema", 0, &mut defs)?;
         s.first_bytes();
         // an object, or alternatives that are all objects (one of several tool calls)
@@ -225,7 +236,18 @@ impl Schema {
         } else if let Some(c) = o.get("const") {
             literals(std::slice::from_ref(c))?
         } else {
+            let mut any = |s: &mut Schema| *defs.any.get_or_insert_with(|| s.any_value().0);
             match o.get("type").and_then(Value::as_str) {
+                // no properties: any keys (JSON schema's default), their values any or
+                // `additionalProperties`'s (pydantic's dict[str, X]); `false` leaves only {}
+                Some("object") if o.get("properties").is_none() && o.get("additionalProperties") != Some(&Value::Bool(false)) => {
+                    let values = match o.get("additionalProperties") {
+                        None | Some(Value::Bool(true)) => any(self),
+                        Some(v) => self.node(v, &format!("the values of {at}"), depth + 1, defs)?,
+                    };
+                    self.nodes.push(Node::String(0, usize::MAX));
+                    Node::Map { keys: self.nodes.len() - 1, values }
+                }
                 Some("object") => {
                     let mut props = Vec::new();
                     if let Some(p) = o.get("properties") {
@@ -256,6 +278,8 @@ impl Schema {
                 Some("number") => Node::Number { integer: false },
                 Some("boolean") => Node::Literals(vec![b"true".to_vec(), b"false".to_vec()]),
                 Some("null") => Node::Literals(vec![b"null".to_vec()]),
+                // no type, enum, const or alternatives: any JSON value (pydantic's Any)
+                None if o.get("type").is_none() => Node::AnyOf(vec![any(self)]),
                 _ => return Err(format!("json_schema: {at} needs a \"type\" (object, array, string, integer, number, boolean or null), an \"enum\" or a \"const\"")),
             }
         };
@@ -730,6 +754,24 @@ mod tests {
     }
 
     #[test]
+    fn any_values_and_open_objects() {
+        // pydantic's Any, dict[str, int], dict, and a closed empty object
+        let s = Schema::compile(&json!({"type": "object", "properties": {
+            "a": {"title": "A"},
+            "d": {"type": "object", "additionalProperties": {"type": "integer"}},
+            "e": {"type": "object"},
+            "f": {"type": "object", "additionalProperties": false}
+        }}))
+        .unwrap();
+        for ok in [r#"{"a":[1,{"x":null}],"d":{"k":1,"j":-2},"e":{"z":"w"},"f":{}}"#, r#"{"a":"s","d":{},"e":{},"f":{ }}"#] {
+            assert!(fed(&s, ok).unwrap().is_complete(), "{ok}");
+        }
+        for bad in [r#"{"a":[1,}"#, r#"{"a":1,"d":{"k":"s""#, r#"{"a":1,"d":{},"e":{},"f":{"x"#, r#"{"a":1,"d":{"k":1.5"#] {
+            assert!(fed(&s, bad).is_none(), "{bad}");
+        }
+    }
+
+    #[test]
     fn refuses_schemas_it_cannot_follow() {
         for (schema, phrase) in [
             (json!({"type": "string"}), "must describe an object"),
@@ -739,7 +781,6 @@ mod tests {
             (json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/B"}}}), "names no definition"),
             (json!({"type": "object", "properties": {"a": {"$ref": "other.json#/x"}}}), "not a local definition"),
             (json!({"type": "object", "properties": {"a": {"allOf": []}}}), "\"allOf\""),
-            (json!({"type": "object", "properties": {"a": {}}}), "needs a \"type\""),
             (json!({"type": "object", "properties": {"a": {"type": ["string", "null"]}}}), "needs a \"type\""),
             (json!({"type": "object", "properties": {"a": {"type": "array"}}}), "needs \"items\""),
             (json!({"type": "object", "required": ["b"], "properties": {"a": {"type": "string"}}}), "not a property"),
