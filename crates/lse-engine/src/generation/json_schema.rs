@@ -8,8 +8,9 @@
 //! every property is valid whatever `required` says), as OpenAI's strict mode writes them.
 //! Supported: `type` object (`properties`, `required`; without `properties` any keys, their values
 //! `additionalProperties`'s schema or any), array (`items`,
-//! `minItems`, `maxItems`), string (`minLength`, `maxLength`, in characters), integer, number,
-//! boolean, null; `enum` and `const`; `anyOf` / `oneOf` (pydantic's unions and `Optional[X]`, or one
+//! `minItems`, `maxItems`), string (`minLength`, `maxLength`, in characters), integer, number
+//! (`minimum` 0; for integers also `minimum` 1 or `exclusiveMinimum` 0), boolean, null, a list of
+//! types (one alternative each); `enum` and `const`; `anyOf` / `oneOf` (pydantic's unions and `Optional[X]`, or one
 //! of several tool calls); `$ref` to `#/$defs/..` or
 //! `#/definitions/..` (what pydantic writes for nested models, recursion included); a schema with
 //! no type, enum, const or alternatives (`{}`, pydantic's `Any`) is any JSON value; `title`,
@@ -89,7 +90,8 @@ enum Node {
     Array(usize, usize, usize),
     /// Fewest and most characters.
     String(usize, usize),
-    Number { integer: bool },
+    /// `low`: the lower bound the first byte keeps (pydantic's `ge=0`, `PositiveInt`).
+    Number { integer: bool, low: Low },
     /// The values allowed, as compact JSON texts (enum, const, boolean, null).
     Literals(Vec<Vec<u8>>),
     /// Alternatives, told apart by their first byte.
@@ -106,7 +108,7 @@ impl Node {
             Node::Object(_) | Node::Map { .. } => set[b'{' as usize] = true,
             Node::Array(..) => set[b'[' as usize] = true,
             Node::String(..) => set[b'"' as usize] = true,
-            Node::Number { .. } => b"-0123456789".iter().for_each(|&b| set[b as usize] = true),
+            Node::Number { low, .. } => low.first().iter().for_each(|&b| set[b as usize] = true),
             Node::Literals(lits) => lits.iter().filter_map(|l| l.first()).for_each(|&b| set[b as usize] = true),
             Node::AnyOf(alts) => {
                 for &a in alts {
@@ -118,6 +120,27 @@ impl Node {
             }
         }
         set
+    }
+}
+
+/// A number's lower bound, as far as its first byte decides it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Low {
+    None,
+    /// At least 0: no minus sign.
+    Zero,
+    /// An integer of at least 1: a first digit from 1 to 9.
+    One,
+}
+
+impl Low {
+    /// The bytes a number under this bound can start with.
+    fn first(self) -> &'static [u8] {
+        match self {
+            Low::None => b"-0123456789",
+            Low::Zero => b"0123456789",
+            Low::One => b"123456789",
+        }
     }
 }
 
@@ -157,7 +180,7 @@ impl Schema {
             Node::AnyOf(vec![b, b + 2, b + 3, b + 4, b + 5]),
             Node::Array(b + 1, 0, usize::MAX),
             Node::String(0, usize::MAX),
-            Node::Number { integer: false },
+            Node::Number { integer: false, low: Low::None },
             Node::Literals(vec![b"true".to_vec(), b"false".to_vec(), b"null".to_vec()]),
         ]);
         (b + 1, b)
@@ -185,9 +208,10 @@ impl Schema {
         if depth > MAX_DEPTH {
             return Err(format!("json_schema: {at} nests deeper than {MAX_DEPTH}"));
         }
-        const KNOWN: [&str; 22] = [
+        const KNOWN: [&str; 24] = [
             "type", "properties", "required", "additionalProperties", "items", "minItems", "maxItems", "minLength", "maxLength", "enum",
             "const", "anyOf", "oneOf", "$ref", "$defs", "definitions", "$schema", "$id", "title", "description", "default", "examples",
+            "minimum", "exclusiveMinimum",
         ];
         if let Some(k) = o.keys().find(|k| !KNOWN.contains(&k.as_str())) {
             return Err(format!("json_schema: \"{k}\" (in {at}) is not supported"));
@@ -230,6 +254,14 @@ impl Schema {
         let node = if let Some(alts) = o.get("anyOf").or_else(|| o.get("oneOf")) {
             let alts = alts.as_array().filter(|a| !a.is_empty()).ok_or_else(|| format!("json_schema: \"anyOf\" in {at} must be a non-empty array"))?;
             let ids = alts.iter().enumerate().map(|(i, a)| self.node(a, &format!("alternative {i} of {at}"), depth + 1, defs)).collect::<Result<_, _>>()?;
+            Node::AnyOf(ids)
+        } else if let Some(Value::Array(types)) = o.get("type") {
+            // a list of types ("string" or "null", OpenAI's strict mode): one alternative each
+            if types.is_empty() {
+                return Err(format!("json_schema: \"type\" in {at} is an empty list"));
+            }
+            let one = |t: &Value| Value::Object(o.iter().map(|(k, v)| (k.clone(), if k == "type" { t.clone() } else { v.clone() })).collect());
+            let ids = types.iter().map(|t| self.node(&one(t), at, depth + 1, defs)).collect::<Result<_, _>>()?;
             Node::AnyOf(ids)
         } else if let Some(e) = o.get("enum") {
             literals(e.as_array().ok_or_else(|| format!("json_schema: \"enum\" in {at} must be an array"))?)?
@@ -274,8 +306,18 @@ impl Schema {
                     let (min, max) = bounds("minLength", "maxLength")?;
                     Node::String(min, max)
                 }
-                Some("integer") => Node::Number { integer: true },
-                Some("number") => Node::Number { integer: false },
+                Some(t @ ("integer" | "number")) => {
+                    let integer = t == "integer";
+                    let num = |k: &str| o.get(k).and_then(Value::as_f64);
+                    let low = match (num("minimum"), num("exclusiveMinimum")) {
+                        (None, None) => Low::None,
+                        (Some(m), None) if m == 0.0 => Low::Zero,
+                        (Some(m), None) if integer && m == 1.0 => Low::One,
+                        (None, Some(m)) if integer && m == 0.0 => Low::One,
+                        _ => return Err(format!("json_schema: the bound of {at} is not supported (minimum 0, and for integers minimum 1 or exclusiveMinimum 0)")),
+                    };
+                    Node::Number { integer, low }
+                }
                 Some("boolean") => Node::Literals(vec![b"true".to_vec(), b"false".to_vec()]),
                 Some("null") => Node::Literals(vec![b"null".to_vec()]),
                 // no type, enum, const or alternatives: any JSON value (pydantic's Any)
@@ -448,7 +490,8 @@ impl Run {
             (Node::Array(..), b'[') => Frame::Array { node, at: ArrAt::Open, count: 0 },
             (Node::Map { .. }, b'{') => Frame::Map { node, at: MapAt::Open },
             (Node::String(..), b'"') => Frame::Str { node, esc: 0, chars: 0 },
-            (Node::Number { integer }, _) => match Num::first(b) {
+            (Node::Number { low, .. }, _) if !low.first().contains(&b) => return false,
+            (Node::Number { integer, .. }, _) => match Num::first(b) {
                 Some(at) => Frame::Num { integer: *integer, at, len: 1 },
                 None => return false,
             },
@@ -772,6 +815,24 @@ mod tests {
     }
 
     #[test]
+    fn type_lists_and_lower_bounds() {
+        // OpenAI strict mode's nullable fields, pydantic's ge=0 / PositiveInt
+        let s = Schema::compile(&json!({"type": "object", "properties": {
+            "a": {"type": ["string", "null"], "maxLength": 2},
+            "n": {"type": "number", "minimum": 0},
+            "i": {"type": "integer", "exclusiveMinimum": 0},
+            "j": {"type": "integer", "minimum": 1.0}
+        }}))
+        .unwrap();
+        for ok in [r#"{"a":null,"n":0.5,"i":7,"j":10}"#, r#"{"a":"ab","n":0,"i":1,"j":1}"#, r#"{"a":"","n":3e-2,"i":20,"j":99}"#] {
+            assert!(fed(&s, ok).unwrap().is_complete(), "{ok}");
+        }
+        for bad in [r#"{"a":"abc""#, r#"{"a":1"#, r#"{"a":null,"n":-"#, r#"{"a":null,"n":1,"i":0"#, r#"{"a":null,"n":1,"i":-"#, r#"{"a":null,"n":1,"i":1,"j":0"#] {
+            assert!(fed(&s, bad).is_none(), "{bad}");
+        }
+    }
+
+    #[test]
     fn refuses_schemas_it_cannot_follow() {
         for (schema, phrase) in [
             (json!({"type": "string"}), "must describe an object"),
@@ -781,7 +842,10 @@ mod tests {
             (json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/B"}}}), "names no definition"),
             (json!({"type": "object", "properties": {"a": {"$ref": "other.json#/x"}}}), "not a local definition"),
             (json!({"type": "object", "properties": {"a": {"allOf": []}}}), "\"allOf\""),
-            (json!({"type": "object", "properties": {"a": {"type": ["string", "null"]}}}), "needs a \"type\""),
+            (json!({"type": "object", "properties": {"a": {"type": []}}}), "empty list"),
+            (json!({"type": "object", "properties": {"a": {"type": "integer", "minimum": 5}}}), "bound"),
+            (json!({"type": "object", "properties": {"a": {"type": "number", "exclusiveMinimum": 0}}}), "bound"),
+            (json!({"type": "object", "properties": {"a": {"type": "integer", "maximum": 5}}}), "\"maximum\""),
             (json!({"type": "object", "properties": {"a": {"type": "array"}}}), "needs \"items\""),
             (json!({"type": "object", "required": ["b"], "properties": {"a": {"type": "string"}}}), "not a property"),
             (json!({"type": "object", "properties": {"a": {"enum": []}}}), "1 to 64"),
