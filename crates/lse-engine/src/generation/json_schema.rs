@@ -309,12 +309,15 @@ impl Schema {
                 Some(t @ ("integer" | "number")) => {
                     let integer = t == "integer";
                     let num = |k: &str| o.get(k).and_then(Value::as_f64);
-                    let low = match (num("minimum"), num("exclusiveMinimum")) {
-                        (None, None) => Low::None,
-                        (Some(m), None) if m == 0.0 => Low::Zero,
-                        (Some(m), None) if integer && m == 1.0 => Low::One,
-                        (None, Some(m)) if integer && m == 0.0 => Low::One,
-                        _ => return Err(format!("json_schema: the bound of {at} is not supported (minimum 0, and for integers minimum 1 or exclusiveMinimum 0)")),
+                    let bound = (num("minimum"), num("exclusiveMinimum"));
+                    let low = if bound == (None, None) {
+                        Low::None
+                    } else if bound == (Some(0.0), None) {
+                        Low::Zero
+                    } else if integer && (bound == (Some(1.0), None) || bound == (None, Some(0.0))) {
+                        Low::One
+                    } else {
+                        return Err(format!("json_schema: the bound of {at} is not supported (minimum 0, and for integers minimum 1 or exclusiveMinimum 0)"));
                     };
                     Node::Number { integer, low }
                 }
