@@ -195,6 +195,36 @@ def test_pydantic_structured_output(client):
         assert isinstance(r.choices[0].message.parsed, Cat)
 
 
+def test_pydantic_unions_and_bounds(client):
+    """A union of two models (`anyOf` of two objects that both start with `{`: followed side by
+    side until the `kind` tells them apart), `PositiveInt` (exclusiveMinimum 0), `ge=0` and a
+    nullable field: pydantic validates the answers."""
+    from typing import Literal, Optional, Union
+
+    import pydantic
+
+    class Dog(pydantic.BaseModel):
+        kind: Literal["dog"]
+        barks: bool
+
+    class Fish(pydantic.BaseModel):
+        kind: Literal["fish"]
+        fins: pydantic.PositiveInt
+
+    class Pet(pydantic.BaseModel):
+        pet: Union[Dog, Fish]
+        weight: float = pydantic.Field(ge=0)
+        note: Optional[str] = pydantic.Field(max_length=20)
+
+    parse = getattr(client.chat.completions, "parse", None) or client.beta.chat.completions.parse
+    msgs = [{"role": "user", "content": "Describe a pet as JSON."}]
+    for seed in (1, 2, 3):
+        r = parse(model="smol", messages=msgs, response_format=Pet, max_tokens=120, temperature=1, seed=seed)
+        assert r.choices[0].finish_reason == "stop"
+        pet = r.choices[0].message.parsed
+        assert isinstance(pet, Pet) and pet.weight >= 0
+
+
 def test_embeddings_match_llama_server(client, server):
     """client.embeddings.create (base64 on the wire, decoded by the package) against llama-server
     --embeddings --pooling mean (data/golden/embedding): cosine similarity >= 0.999 (the floor of
