@@ -1,8 +1,9 @@
 //! Tool calls with "auto" on a model whose chat template offers tools (Qwen2.5-Coder's Hermes
 //! form): the real server, greedy answers. A weather question becomes a `get_weather` call (the
 //! model writes the call as a bare JSON object), whole and streamed with finish reason
-//! "tool_calls"; a coding question stays text; "required" with several tools answers with one call
-//! of the fitting one (its arguments held to its parameters), whole and streamed.
+//! "tool_calls"; a coding question stays text (streamed as it comes); "required" with several
+//! tools answers with one call of the fitting one (its arguments held to its parameters), whole
+//! and streamed.
 
 mod http;
 
@@ -38,6 +39,13 @@ fn auto_tool_calls_are_read_out_of_the_answer() {
     let c = &r["choices"][0];
     assert!(c["message"]["tool_calls"].is_null() && c["message"]["content"].as_str().is_some_and(|t| !t.is_empty()), "{r}");
     assert_ne!(c["finish_reason"], "tool_calls");
+    // streamed, that text goes out as it comes (it cannot start a call), not held to the end
+    let mut body = ask("Write a Python function that adds two numbers.");
+    body["stream"] = json!(true);
+    let chunks = s.stream("/v1/chat/completions", &body);
+    let texts: Vec<&str> = chunks.iter().filter_map(|c| c["choices"].get(0)?["delta"]["content"].as_str()).filter(|t| !t.is_empty()).collect();
+    assert!(texts.len() > 10, "{chunks:?}");
+    assert_eq!(texts.concat(), c["message"]["content"].as_str().unwrap());
     // "required" with two tools: the model picks by the question, the arguments follow that tool
     let time = json!({"type": "function", "function": {"name": "get_time", "description": "The time in a time zone",
         "parameters": {"type": "object", "properties": {"zone": {"type": "integer"}}}}});

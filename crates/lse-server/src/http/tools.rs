@@ -1,7 +1,8 @@
 //! Chat tools. With `tool_choice` naming a function (or "required" with a single tool) the answer
 //! is that function's arguments, sampled as an instance of its `parameters` schema (JSON schema
 //! mode), as vLLM answers a named tool choice. With "auto" (the default when tools are given) the
-//! model answers freely with the tools in its chat template, and calls are read out of the answer:
+//! model answers freely with the tools in its chat template (streamed: text as it comes, what may
+//! be a call held to the end, [`CallStream`]), and calls are read out of the answer:
 //! `<tool_call>{"name": .., "arguments": {..}}</tool_call>` blocks (the Hermes form Qwen's and
 //! many templates ask for), or an answer that is nothing but such an object (small models drop
 //! the tags). "required" with several tools is "auto" with the answer held to one call object of
@@ -66,6 +67,56 @@ pub fn of(f: &Fields) -> ApiResult<Tools> {
             }
         }
         Some(_) => Err(wrong("tool_choice", "\"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ..}}")),
+    }
+}
+
+/// How a streamed answer with tools goes out: text that cannot start a call is sent as it comes;
+/// from a `<tool_call>` tag on, or when the whole answer may be a call (it opens with `{`, `[` or a
+/// marker), the rest is held and read for calls when the answer ends.
+#[derive(Default)]
+pub struct CallStream {
+    held: String,
+    /// In text: sending what comes.
+    text: bool,
+    /// Holding everything from here to the end.
+    holding: bool,
+}
+
+const TAG: &str = "<tool_call>";
+
+impl CallStream {
+    /// Takes a piece of the answer; returns the text that can go out now.
+    pub fn push(&mut self, piece: &str) -> String {
+        self.held.push_str(piece);
+        if self.holding {
+            return String::new();
+        }
+        if !self.text {
+            let t = self.held.trim_start();
+            let starts = ["{", "[", TAG, CALL_PREFIXES[0], CALL_PREFIXES[1]];
+            if starts.iter().any(|p| t.starts_with(p)) {
+                self.holding = true;
+            }
+            // undecided while it is blank or the start of a marker
+            if self.holding || t.is_empty() || starts.iter().any(|p| p.starts_with(t)) {
+                return String::new();
+            }
+            self.text = true;
+        }
+        if let Some(i) = self.held.find(TAG) {
+            self.holding = true;
+            let rest = self.held.split_off(i);
+            return std::mem::replace(&mut self.held, rest);
+        }
+        // keep back an end that may begin the tag (ASCII, so the cut is a character boundary)
+        let keep = (1..TAG.len()).rev().find(|&k| self.held.ends_with(&TAG[..k])).unwrap_or(0);
+        let rest = self.held.split_off(self.held.len() - keep);
+        std::mem::replace(&mut self.held, rest)
+    }
+
+    /// What was held when the answer ends (to read for calls; text otherwise).
+    pub fn rest(self) -> String {
+        self.held
     }
 }
 
@@ -138,8 +189,32 @@ pub fn read_calls(text: &str, names: &[String]) -> Option<(Vec<(String, String)>
 
 #[cfg(test)]
 mod tests {
-    use super::{one_call_of, read_calls};
+    use super::{one_call_of, read_calls, CallStream};
     use serde_json::json;
+
+    /// The pieces a stream sends, then what it holds at the end.
+    fn streamed(pieces: &[&str]) -> (Vec<String>, String) {
+        let mut c = CallStream::default();
+        let sent = pieces.iter().map(|p| c.push(p)).filter(|s| !s.is_empty()).collect();
+        (sent, c.rest())
+    }
+
+    #[test]
+    fn streamed_text_goes_out_and_calls_are_held() {
+        // text streams, a tag's start is kept back until it is known
+        let (sent, rest) = streamed(&["Let me", " check.", "\n<tool", "_call>", "{\"name\"", ": \"add\"}</tool_call>"]);
+        assert_eq!((sent, rest.as_str()), (vec!["Let me".to_string(), " check.".into(), "\n".into()], "<tool_call>{\"name\": \"add\"}</tool_call>"));
+        let (sent, rest) = streamed(&["Use <to", "ols> here"]);
+        assert_eq!((sent.concat(), rest.as_str()), ("Use <tools> here".to_string(), ""));
+        // an answer that may be a call object or list is held whole; blanks and a marker's start wait
+        for pieces in [&[" ", "{\"name\"", ": 1}"][..], &["[TOOL", "_CALLS][]"], &["<tool_call>", "x"], &["\n", "[", "1]"]] {
+            let (sent, rest) = streamed(pieces);
+            assert!(sent.is_empty(), "{pieces:?}: {sent:?}");
+            assert_eq!(rest, pieces.concat());
+        }
+        let (sent, rest) = streamed(&["  Paris", " is sunny"]);
+        assert_eq!((sent.concat(), rest.as_str()), ("  Paris is sunny".to_string(), ""));
+    }
 
     #[test]
     fn one_call_schema_moves_definitions_to_the_root() {

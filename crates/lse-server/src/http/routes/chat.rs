@@ -198,7 +198,7 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
         _ => json!({"role": "assistant", "content": ""}),
     };
     let openings: Vec<Value> = (0..n).map(opening).collect();
-    // with "auto" tools the answer is held to the end (a call is known only then), then sent whole
+    // with "auto" tools, text goes out as it comes and what may be a call is held to the end
     let auto = matches!(tools, Tools::Auto { .. });
     // the text of a delta: content, or the forced call's arguments (the call itself goes first)
     let forced = calls.forced.is_some();
@@ -209,8 +209,8 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
             json!({"content": text})
         }
     };
-    let mut held = vec![String::new(); n];
-    // the held answer's delta (calls with their index, or the text) and its finish reason
+    let mut streams: Vec<Option<tools::CallStream>> = (0..n).map(|_| Some(Default::default())).collect();
+    // the held rest's delta (calls with their index, or the text) and its finish reason
     let whole = move |j: usize, text: &str, finish| {
         let (mut d, finish) = calls.answer(j, text, Some(finish));
         if let Some(calls) = d.get_mut("tool_calls").and_then(Value::as_array_mut) {
@@ -238,9 +238,10 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
             let vs = match ev {
                 Event::Delta { index, text, steps } => {
                     let lp = if want_logprobs { json!({"content": logprobs_content(&engine, &steps)}) } else { Value::Null };
-                    if auto {
-                        held[index].push_str(&text);
-                        if want_logprobs { vec![chunk(index, json!({}), lp, Value::Null)] } else { vec![] }
+                    if let Some(s) = streams[index].as_mut().filter(|_| auto) {
+                        let now = s.push(&text);
+                        let d = if now.is_empty() { json!({}) } else { json!({"content": now}) };
+                        if want_logprobs || d != json!({}) { vec![chunk(index, d, lp, Value::Null)] } else { vec![] }
                     } else {
                         vec![chunk(index, delta(text), lp, Value::Null)]
                     }
@@ -248,9 +249,10 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
                 Event::Done { index, finish, prompt_tokens, cached_tokens, completion_tokens } => {
                     left -= 1;
                     outs[index] = Outcome { prompt_tokens, cached_tokens, completion_tokens, ..Default::default() };
-                    if auto {
-                        let (d, finish) = whole(index, &held[index], finish);
-                        vec![chunk(index, d, Value::Null, Value::Null), chunk(index, json!({}), Value::Null, finish)]
+                    if let Some(s) = streams[index].take().filter(|_| auto) {
+                        let (d, finish) = whole(index, &s.rest(), finish);
+                        let last = chunk(index, json!({}), Value::Null, finish);
+                        if d == json!({"content": ""}) { vec![last] } else { vec![chunk(index, d, Value::Null, Value::Null), last] }
                     } else {
                         vec![chunk(index, json!({}), Value::Null, json!(finish_name(Some(finish))))]
                     }
