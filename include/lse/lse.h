@@ -154,6 +154,10 @@ int lse_perplexity(lse_engine *engine, const char *request_json, char **json_out
  *                         twice gets the sum (default {})
  *     "stop"              array of strings: stop before the first of them
  *     "ignore_eos"        boolean: go on past end-of-generation tokens (default false)
+ *     "stop_token_ids"    array of token ids that end the generation as an end-of-generation
+ *                         token does, even with ignore_eos (vLLM's; default [])
+ *     "min_tokens"        integer >= 0: tokens generated before an end-of-generation or stop
+ *                         token id may be sampled (vLLM's; default 0)
  *     "top_logprobs"      integer 0..20: alternatives reported per step (default 0)
  *     "add_special"       boolean: add BOS/EOS to a text prompt as the vocabulary asks (default true)
  *     "json_object"       boolean: JSON mode, sample only tokens that keep the text one JSON

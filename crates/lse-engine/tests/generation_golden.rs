@@ -223,3 +223,29 @@ fn qwen25coder_infill_equals_llama_server_up_to_near_ties() {
     let cases = run_cases(&e, &g, |c| GenerateRequest { prompt: Prompt::Infill(infill_of(c)), max_tokens: n, sampling: sampling.clone(), top_logprobs: 20, ..Default::default() });
     check_real("qwen25coder infill", &cases);
 }
+
+/// vLLM's `min_tokens` and `stop_token_ids` against llama-server's greedy answers on SmolLM2:
+/// "question_sky" ends at once with its end-of-turn token; held off for 4 tokens, the first pick
+/// is llama.cpp's second-best token of that step. "translate_japanese" (equal to llama.cpp's for
+/// all 64 tokens) stopped at its 6th token's id ends there, that token not in the text.
+#[test]
+fn smollm2_min_tokens_and_stop_token_ids() {
+    let Some(model) = lse_testdata::model("smollm2") else { return };
+    let g = golden("generation/SmolLM2-135M-Instruct.Q4_1");
+    let e = Engine::load(&model, EngineOptions { threads: 2, ..Default::default() }).unwrap();
+    let case = |name: &str| g["cases"].as_array().unwrap().iter().find(|c| c["name"] == name && c["repeat_penalty"] == 1.0).unwrap();
+    let sky = case("question_sky");
+    assert!(e.tokenizer().is_eog(u32s(&sky["ids"])[0]), "the golden answer is one end-of-generation token");
+    let second = sky["top2"][0][1][0].as_u64().unwrap() as u32;
+    let req = GenerateRequest { min_tokens: 4, ..golden_greedy_request(sky, Prompt::Tokens(u32s(&sky["prompt_ids"])), 0) };
+    let r = e.generate(&req).unwrap();
+    assert_eq!(r.ids[0], second, "{:?}", r.ids);
+    assert!(r.ids.len() >= 4 && r.ids[..4].iter().all(|&t| !e.tokenizer().is_eog(t)), "{:?}", r.ids);
+    let ja = case("translate_japanese");
+    let ids = u32s(&ja["ids"]);
+    let k = (5..ids.len()).find(|&i| !ids[..i].contains(&ids[i])).unwrap();
+    let req = GenerateRequest { stop_token_ids: vec![ids[k]], ..golden_greedy_request(ja, Prompt::Tokens(u32s(&ja["prompt_ids"])), 0) };
+    let r = e.generate(&req).unwrap();
+    assert_eq!((r.ids.as_slice(), r.finish_reason), (&ids[..=k], "eos"));
+    assert_eq!(r.text.as_bytes(), e.tokenizer().detokenize(&ids[..k], true, false));
+}

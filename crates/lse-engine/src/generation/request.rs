@@ -70,6 +70,12 @@ pub struct GenerateRequest {
     pub stop: Vec<String>,
     /// Keep going past end-of-generation tokens.
     pub ignore_eos: bool,
+    /// More tokens that end the generation as an end-of-generation token does (vLLM's
+    /// `stop_token_ids`; they end it even with `ignore_eos`).
+    pub stop_token_ids: Vec<u32>,
+    /// Tokens generated before an end-of-generation token or a `stop_token_ids` one may be
+    /// sampled (vLLM's `min_tokens`; their logits are −∞ until then).
+    pub min_tokens: usize,
     /// Most likely alternatives to report per step with their log-probs (0..=20).
     pub top_logprobs: usize,
     /// Add BOS/EOS as the vocabulary asks when tokenizing a text prompt.
@@ -90,6 +96,8 @@ impl Default for GenerateRequest {
             sampling: SamplingParams::default(),
             stop: Vec::new(),
             ignore_eos: false,
+            stop_token_ids: Vec::new(),
+            min_tokens: 0,
             top_logprobs: 0,
             add_special: true,
             json_object: false,

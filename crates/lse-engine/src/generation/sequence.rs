@@ -64,6 +64,9 @@ pub struct Sequence {
     sampler: Sampler,
     max_tokens: usize,
     ignore_eos: bool,
+    /// The request's `stop_token_ids`, sorted.
+    stop_ids: Vec<u32>,
+    min_tokens: usize,
     top_logprobs: usize,
     pub steps: Vec<StepToken>,
     pub text: TextStream,
@@ -153,6 +156,9 @@ impl Engine {
         if let Some(&id) = req.sampling.logit_bias.keys().find(|&&t| t as usize >= self.n_vocab()) {
             return Err(EngineError::InvalidRequest(format!("logit bias token id {id} is outside the vocabulary of {}", self.n_vocab())));
         }
+        if let Some(&id) = req.stop_token_ids.iter().find(|&&t| t as usize >= self.n_vocab()) {
+            return Err(EngineError::InvalidRequest(format!("stop token id {id} is outside the vocabulary of {}", self.n_vocab())));
+        }
         let (session, fed) = match session {
             Some(mut s) => {
                 let keep = s.reusable_prefix(&prompt);
@@ -178,6 +184,12 @@ impl Engine {
             sampler: Sampler::new(&req.sampling),
             max_tokens: req.max_tokens as usize,
             ignore_eos: req.ignore_eos,
+            stop_ids: {
+                let mut v = req.stop_token_ids.clone();
+                v.sort_unstable();
+                v
+            },
+            min_tokens: req.min_tokens,
             top_logprobs: req.top_logprobs,
             steps: Vec::new(),
             text: TextStream::new(&req.stop),
@@ -266,13 +278,24 @@ impl Engine {
         }
         let (max, lse) = (red.max as f64, red.sum_exp.ln());
         let tk = self.tokenizer();
-        let (mut id, mut choice_margin) = if s.sampler.is_plain_greedy() {
+        // before min_tokens, the tokens that would end the generation may not be sampled
+        let hold_end = s.steps.len() < s.min_tokens;
+        let ban_ends = |work: &mut [f32], stop_ids: &[u32], ignore_eos: bool| {
+            if hold_end {
+                let eog = if ignore_eos { &[][..] } else { tk.eog_ids() };
+                for &t in eog.iter().chain(stop_ids) {
+                    work[t as usize] = f32::NEG_INFINITY;
+                }
+            }
+        };
+        let (mut id, mut choice_margin) = if s.sampler.is_plain_greedy() && !hold_end {
             // no penalty: the argmax is already known
             let second = red.top.get(1).map_or(f32::NEG_INFINITY, |t| t.1);
             (red.argmax, (red.max - second) as f64)
         } else {
             s.work.clear();
             s.work.extend_from_slice(row);
+            ban_ends(&mut s.work, &s.stop_ids, s.ignore_eos);
             s.sampler.sample_with_margin(&mut s.work, s.session.tokens())
         };
         if let Some(c) = &mut s.constraint {
@@ -281,6 +304,7 @@ impl Engine {
                 // every token that would and run the chain again
                 s.work.clear();
                 s.work.extend_from_slice(row);
+                ban_ends(&mut s.work, &s.stop_ids, s.ignore_eos);
                 if c.mask(tk, &mut s.work) == 0 {
                     // no token of the vocabulary continues the value: this sequence ends cut short
                     // (an error would fail every sequence of the step)
@@ -300,8 +324,8 @@ impl Engine {
             choice_margin,
             top: top.iter().take(s.top_logprobs).map(|&(t, l)| (t, lp(l))).collect(),
         });
-        let eog = tk.is_eog(id);
-        if eog && !s.ignore_eos {
+        let end = (tk.is_eog(id) && !s.ignore_eos) || s.stop_ids.binary_search(&id).is_ok();
+        if end {
             s.finish = Some(FinishReason::Eos);
             return Ok(());
         }

@@ -53,6 +53,13 @@ pub fn generate_request(f: &Fields, max_keys: &[&str], default_max: i64) -> ApiR
     if let Some(v) = f.bool("ignore_eos")? {
         r.ignore_eos = v;
     }
+    // vLLM's
+    if let Some(v) = f.get("stop_token_ids") {
+        r.stop_token_ids = super::body::token_ids("stop_token_ids", v)?;
+    }
+    if let Some(v) = f.u64("min_tokens")? {
+        r.min_tokens = v as usize;
+    }
     (r.json_object, r.json_schema) = json_mode(f)?;
     r.stop = match f.get("stop") {
         None => Vec::new(),

@@ -248,3 +248,21 @@ def test_embeddings_match_llama_server(client, server):
     floats = post(server, "/v1/embeddings", {"input": golden["inputs"][0], "encoding_format": "float"})
     f32 = [struct.unpack("<f", struct.pack("<f", x))[0] for x in floats["data"][0]["embedding"]]
     assert f32 == got[0]
+
+
+def test_vllm_stop_token_ids_and_min_tokens(client, server):
+    """vLLM's sampling fields through the openai package's extra_body: an id of the greedy answer
+    ends it there (finish "stop", its text left out); min_tokens holds off the end-of-turn token
+    that ends the free answer early."""
+    msgs = [{"role": "user", "content": "What is the capital of France?"}]
+    kw = dict(model="smol", messages=msgs, max_tokens=24, temperature=0, logprobs=True)
+    whole = client.chat.completions.create(**kw)
+    tokens = [t.token for t in whole.choices[0].logprobs.content]
+    assert whole.choices[0].finish_reason == "stop" and 3 <= len(tokens) < 20 and tokens[2] not in tokens[:2], tokens
+    third = post(server, "/tokenize", {"content": tokens[2], "add_special": False})["tokens"]
+    assert len(third) == 1
+    cut = client.chat.completions.create(extra_body={"stop_token_ids": third}, **kw)
+    assert cut.choices[0].finish_reason == "stop" and [t.token for t in cut.choices[0].logprobs.content] == tokens[:3]
+    assert cut.choices[0].message.content == "".join(tokens[:2])
+    held = client.chat.completions.create(extra_body={"min_tokens": 20}, **{**kw, "max_tokens": 20})
+    assert held.choices[0].finish_reason == "length" and len(held.choices[0].logprobs.content) == 20
