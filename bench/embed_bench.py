@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Embeddings benchmark: lse-server against llama.cpp's llama-server on the same GGUF.
 
-Both servers pool by mean (`--pooling mean`; llama-server also `--embeddings`), same threads.
+Both servers pool by mean (`--pooling mean`; llama-server also `--embeddings`), same threads,
+4 slots of 2,048 tokens.
 Sends `--requests` POST /v1/embeddings requests of `--batch` texts each (consecutive pieces of
 data/wiki.test.raw of about `--chars` characters) one after another, after one warm-up request,
 and reports texts/s and prompt tokens/s (the servers' own usage counts) and the median request
@@ -9,7 +10,6 @@ time. Standard library only. Usage:
   bench/embed_bench.py --model M [--lse PATH] [--llama PATH] [--threads N] [--batch N] [--requests N]
 """
 
-import argparse
 import json
 import os
 import statistics
@@ -18,27 +18,11 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_bench import free_port, health, stop  # noqa: E402
-
-import subprocess  # noqa: E402
+from serve_bench import server_args, start, stop  # noqa: E402
 
 
-def start(kind, binary, model, threads):
-    port = free_port()
-    if kind == "lse":
-        cmd = [binary, "--model", model, "--port", str(port), "--threads", str(threads), "--kv-len", "2048", "--pooling", "mean"]
-    else:
-        cmd = [binary, "-m", model, "--port", str(port), "-t", str(threads), "-tb", str(threads), "-c", "8192",
-               "-b", "8192", "-ub", "8192", "--embeddings", "--pooling", "mean", "--no-warmup", "-ngl", "0"]
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    t = time.time()
-    while health(base) != 200:
-        if p.poll() is not None or time.time() - t > 300:
-            stop(p)
-            raise RuntimeError(f"{kind} did not start: {' '.join(cmd)}")
-        time.sleep(0.1)
-    return p, base
+# mean pooling on both; llama-server also needs --embeddings, and a batch that holds a request
+EXTRA = {"lse": ["--pooling", "mean"], "llama": ["--embeddings", "--pooling", "mean", "-b", "8192", "-ub", "8192"]}
 
 
 def embed(base, texts):
@@ -49,7 +33,7 @@ def embed(base, texts):
 
 
 def bench(kind, binary, args, batches):
-    p, base = start(kind, binary, args.model, args.threads)
+    p, base = start(kind, binary, args.model, args.threads, 4, 2048, EXTRA[kind])
     try:
         embed(base, batches[0])
         times, tokens = [], 0
@@ -67,11 +51,7 @@ def bench(kind, binary, args, batches):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", required=True)
-    ap.add_argument("--lse", default=os.environ.get("LSE_SERVER", "target/release/lse-server"))
-    ap.add_argument("--llama", default=os.environ.get("LLAMA_SERVER", ""))
-    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap = server_args(__doc__)
     ap.add_argument("--batch", type=int, default=16, help="texts per request")
     ap.add_argument("--requests", type=int, default=8)
     ap.add_argument("--chars", type=int, default=500, help="characters per text")

@@ -46,7 +46,7 @@ def health(base):
         return 0
 
 
-def start(kind, binary, model, threads, parallel, ctx_per_slot):
+def start(kind, binary, model, threads, parallel, ctx_per_slot, extra=()):
     port = free_port()
     if kind == "lse":
         cmd = [binary, "--model", model, "--port", str(port), "--threads", str(threads),
@@ -54,6 +54,7 @@ def start(kind, binary, model, threads, parallel, ctx_per_slot):
     else:
         cmd = [binary, "-m", model, "--port", str(port), "-t", str(threads), "-tb", str(threads),
                "-np", str(parallel), "-c", str(ctx_per_slot * parallel), "--no-warmup", "-ngl", "0"]
+    cmd += list(extra)
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     t = time.time()
@@ -200,12 +201,18 @@ def bench(kind, binary, args):
         stop(p)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def server_args(doc):
+    """The options every serving benchmark takes: the model, the two servers, the threads."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True)
     ap.add_argument("--lse", default=os.environ.get("LSE_SERVER", "target/release/lse-server"))
     ap.add_argument("--llama", default=os.environ.get("LLAMA_SERVER", ""))
     ap.add_argument("--threads", type=int, default=os.cpu_count())
+    return ap
+
+
+def main():
+    ap = server_args(__doc__)
     ap.add_argument("--tokens", type=int, default=64, help="tokens per stream")
     ap.add_argument("--ctx", type=int, default=2048, help="context per slot")
     ap.add_argument("--json", help="write the results here")
