@@ -105,6 +105,18 @@ fn info_routes_and_tokenizer_round_trip() {
     let (_dir, file) = write_tmp("tok", "Hello world");
     let cli = cli_json(&["--model", &m, "--tokenize", &file.to_string_lossy()]);
     assert_eq!(json!(ids), cli["ids"], "the server tokenizes as the CLI");
+    let p = s.post("/tokenize", &json!({"content": "Hello world", "with_pieces": true})).json();
+    let pieces: Vec<&Value> = p["tokens"].as_array().unwrap().iter().collect();
+    assert_eq!(pieces.iter().map(|t| t["id"].clone()).collect::<Vec<_>>(), ids);
+    assert_eq!(pieces.iter().map(|t| t["piece"].as_str().unwrap()).collect::<String>(), "Hello world");
+    // a piece that is not whole UTF-8 comes as its bytes (an emoji is split over byte tokens)
+    let e = s.post("/tokenize", &json!({"content": "🍕", "with_pieces": true})).json();
+    let bytes: Vec<u64> = e["tokens"].as_array().unwrap().iter().flat_map(|t| match &t["piece"] {
+        Value::String(s) => s.bytes().map(u64::from).collect::<Vec<_>>(),
+        b => b.as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect(),
+    }).collect();
+    assert_eq!(bytes, "🍕".bytes().map(u64::from).collect::<Vec<_>>());
+    assert!(e["tokens"].as_array().unwrap().iter().any(|t| t["piece"].is_array()), "{e}");
     let d = s.post("/detokenize", &json!({"tokens": ids})).json();
     assert_eq!(d["prompt"], "Hello world");
     assert_eq!(d["content"], "Hello world");

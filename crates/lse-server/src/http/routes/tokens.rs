@@ -9,7 +9,9 @@ use axum::Json;
 use serde_json::{json, Value};
 
 /// `{"content"|"prompt": text, "add_special"|"add_special_tokens": bool (default false),
-/// "parse_special": bool (default true)}` → `{"tokens": [...]}`.
+/// "parse_special": bool (default true), "with_pieces": bool}` → `{"tokens": [...]}`; with pieces
+/// each token is `{"id", "piece"}`, the piece a string or, when it is not whole UTF-8, its bytes
+/// (llama-server's form).
 pub async fn tokenize(State(app): State<AppState>, JsonObject(body): JsonObject) -> ApiResult<Json<Value>> {
     let r = app.ready()?;
     let f = Fields(&body);
@@ -22,8 +24,19 @@ pub async fn tokenize(State(app): State<AppState>, JsonObject(body): JsonObject)
         None => f.bool("add_special_tokens")?.unwrap_or(false),
     };
     let parse_special = f.bool("parse_special")?.unwrap_or(true);
-    let ids = r.engine.tokenizer().tokenize(text, add_special, parse_special);
-    Ok(Json(json!({ "tokens": ids })))
+    let tk = r.engine.tokenizer();
+    let ids = tk.tokenize(text, add_special, parse_special);
+    if !f.bool("with_pieces")?.unwrap_or(false) {
+        return Ok(Json(json!({ "tokens": ids })));
+    }
+    let piece = |id: u32| {
+        let bytes = tk.token_to_piece(id, true);
+        match String::from_utf8(bytes) {
+            Ok(s) => json!(s),
+            Err(e) => json!(e.into_bytes()),
+        }
+    };
+    Ok(Json(json!({ "tokens": ids.iter().map(|&id| json!({"id": id, "piece": piece(id)})).collect::<Vec<_>>() })))
 }
 
 /// `{"tokens": [...]}` → `{"prompt": text, "content": text}`.
