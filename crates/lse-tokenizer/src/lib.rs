@@ -61,6 +61,8 @@ pub struct Tokenizer {
     pieces: Vec<Vec<u8>>,
     /// Token ids by the first byte of their piece (see [`Tokenizer::ids_by_first_byte`]).
     by_first_byte: std::sync::OnceLock<Vec<Vec<u32>>>,
+    /// See [`Tokenizer::json_string_safe`].
+    string_safe: std::sync::OnceLock<Vec<bool>>,
 }
 
 impl Tokenizer {
@@ -98,6 +100,7 @@ impl Tokenizer {
             ugm,
             pieces,
             by_first_byte: std::sync::OnceLock::new(),
+            string_safe: std::sync::OnceLock::new(),
         })
     }
 
@@ -301,6 +304,19 @@ impl Tokenizer {
                 }
             }
             groups
+        })
+    }
+
+    /// Per token id, whether its piece (`special` false) is not empty and holds no `"`, `\` or
+    /// control byte: it can stand as it is anywhere inside a JSON string. Built on first use.
+    pub fn json_string_safe(&self) -> &[bool] {
+        self.string_safe.get_or_init(|| {
+            (0..self.pieces.len() as u32)
+                .map(|id| {
+                    let p = self.piece(id, false);
+                    !p.is_empty() && p.iter().all(|&b| b >= 0x20 && b != b'"' && b != b'\\')
+                })
+                .collect()
         })
     }
 

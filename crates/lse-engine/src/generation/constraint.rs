@@ -34,16 +34,18 @@ impl Constraint {
     /// Sets the logit of every token that may not come next to −∞; returns how many may. A
     /// first byte the constraint refuses refuses every token starting with it (the machine
     /// fails at the first byte it cannot take), so only the tokens of accepted first bytes are
-    /// tried whole.
+    /// tried whole; inside a string of no maximum length, the tokens with no quote, backslash or
+    /// control byte are taken without trying (most of a vocabulary).
     pub(super) fn mask(&mut self, tk: &Tokenizer, logits: &mut [f32]) -> usize {
         let mut keep = vec![false; logits.len()];
+        let safe = self.state.in_open_string(&self.schema).then(|| tk.json_string_safe());
         for (b, ids) in tk.ids_by_first_byte().iter().enumerate() {
             if ids.is_empty() || !self.accepts(&[b as u8]) {
                 continue;
             }
             for &id in ids {
                 if let Some(k) = keep.get_mut(id as usize) {
-                    *k = self.accepts(tk.piece(id, false));
+                    *k = safe.is_some_and(|s| s[id as usize]) || self.accepts(tk.piece(id, false));
                 }
             }
         }
@@ -88,8 +90,8 @@ mod tests {
             let tk = Tokenizer::from_gguf(&f).unwrap();
             let schema = serde_json::json!({"type": "object", "properties": {
                 "name": {"type": "string", "maxLength": 4}, "n": {"type": "number"}, "ok": {"type": "boolean"},
-                "tags": {"type": "array", "items": {"enum": ["a", "bc"]}, "maxItems": 2}}});
-            let instance = r#"{"name": "Tom\u00e9", "n": -1.5e3, "ok": true, "tags": ["bc", "a"]}"#;
+                "tags": {"type": "array", "items": {"enum": ["a", "bc"]}, "maxItems": 2}, "note": {"type": "string"}}});
+            let instance = r#"{"name": "Tom\u00e9", "n": -1.5e3, "ok": true, "tags": ["bc", "a"], "note": "a \"b\" c\\d é"}"#;
             let of = |schema| Constraint { schema, state: SchemaState::default(), scratch: SchemaState::default() };
             for mut c in [of(Schema::any_object()), of(Schema::compile(&schema).unwrap())] {
                 for (i, &b) in instance.as_bytes().iter().enumerate() {

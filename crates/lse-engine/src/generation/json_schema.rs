@@ -424,6 +424,12 @@ impl SchemaState {
         self.runs.iter().any(|r| r.done)
     }
 
+    /// Whether a run is inside a string of no maximum length, past any escape: there every token
+    /// of [`lse_tokenizer::Tokenizer::json_string_safe`] may follow.
+    pub fn in_open_string(&self, s: &Schema) -> bool {
+        self.runs.iter().any(|r| matches!(r.stack.last(), Some(&Frame::Str { node, esc: 0, .. }) if matches!(s.nodes[node], Node::String(_, usize::MAX))))
+    }
+
     /// Whether the text followed by `bytes` still starts a value of `s`; `scratch` holds the
     /// trial state (its memory is reused from call to call).
     pub fn accepts(&self, s: &Schema, bytes: &[u8], scratch: &mut SchemaState) -> bool {
@@ -438,12 +444,13 @@ impl SchemaState {
 
     /// Every run takes `b`; the runs it breaks end, the alternatives it opens join.
     fn push(&mut self, s: &Schema, b: u8) -> bool {
-        let mut forks = std::mem::take(&mut self.forks);
-        self.runs.retain_mut(|r| r.push(s, b, &mut forks));
-        self.runs.append(&mut forks);
-        self.runs.truncate(MAX_RUNS);
-        self.forks = forks;
-        !self.runs.is_empty()
+        let (runs, forks) = (&mut self.runs, &mut self.forks);
+        runs.retain_mut(|r| r.push(s, b, forks));
+        if !forks.is_empty() {
+            runs.append(forks);
+            runs.truncate(MAX_RUNS);
+        }
+        !runs.is_empty()
     }
 }
 
