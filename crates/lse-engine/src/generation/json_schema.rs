@@ -483,6 +483,9 @@ impl Run {
     /// The first byte `b` of a value of node `node`; alternatives past the first that `b` may
     /// start go on as `forks`.
     fn start(&mut self, s: &Schema, node: usize, b: u8, forks: &mut Vec<Run>) -> bool {
+        if !s.first[node][b as usize] {
+            return false;
+        }
         self.blanks = 0;
         let f = match (&s.nodes[node], b) {
             (Node::AnyOf(alts), _) => {
@@ -500,7 +503,6 @@ impl Run {
             (Node::Array(..), b'[') => Frame::Array { node, at: ArrAt::Open, count: 0 },
             (Node::Map { .. }, b'{') => Frame::Map { node, at: MapAt::Open },
             (Node::String(..), b'"') => Frame::Str { node, esc: 0, chars: 0 },
-            (Node::Number { low, .. }, _) if !low.first().contains(&b) => return false,
             (Node::Number { integer, .. }, _) => match Num::first(b) {
                 Some(at) => Frame::Num { integer: *integer, at, len: 1 },
                 None => return false,
