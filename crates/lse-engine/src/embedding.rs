@@ -137,11 +137,7 @@ impl Engine {
         })?;
         let mut ids = Vec::with_capacity(r.input.len());
         for (i, p) in r.input.iter().enumerate() {
-            let t = match p {
-                crate::Prompt::Text(t) => self.tokenizer().tokenize(t, true, true),
-                crate::Prompt::Tokens(t) => t.clone(),
-                crate::Prompt::Infill(_) => unreachable!("validated"),
-            };
+            let t = self.prompt_tokens(p, true)?.into_owned();
             if let Some((index, &id)) = t.iter().enumerate().find(|(_, &x)| x as usize >= self.n_vocab()) {
                 return Err(EngineError::InvalidRequest(format!("input {i}: token id {id} at index {index} is outside the vocabulary of {}", self.n_vocab())));
             }

@@ -132,8 +132,14 @@ impl Engine {
     /// are borrowed; a fill-in-the-middle prompt is laid out, an error when the model has no FIM
     /// tokens).
     pub fn prompt_ids<'a>(&self, req: &'a GenerateRequest) -> Result<Cow<'a, [u32]>, EngineError> {
-        Ok(match &req.prompt {
-            Prompt::Text(t) => Cow::Owned(self.tokenizer().tokenize(t, req.add_special, true)),
+        self.prompt_tokens(&req.prompt, req.add_special)
+    }
+
+    /// A prompt as token ids: a text tokenized (special tokens added as the vocabulary asks when
+    /// `add_special`, special-token text parsed), ids borrowed, a fill-in-the-middle prompt laid out.
+    pub fn prompt_tokens<'a>(&self, prompt: &'a Prompt, add_special: bool) -> Result<Cow<'a, [u32]>, EngineError> {
+        Ok(match prompt {
+            Prompt::Text(t) => Cow::Owned(self.tokenizer().tokenize(t, add_special, true)),
             Prompt::Tokens(t) => Cow::Borrowed(t),
             Prompt::Infill(f) => Cow::Owned(self.infill_ids(f)?),
         })
@@ -153,11 +159,11 @@ impl Engine {
         if let Some((index, &id)) = prompt.iter().enumerate().find(|(_, &t)| t as usize >= self.n_vocab()) {
             return Err(EngineError::InvalidToken { id, index, n_vocab: self.n_vocab() });
         }
-        if let Some(&id) = req.sampling.logit_bias.keys().find(|&&t| t as usize >= self.n_vocab()) {
-            return Err(EngineError::InvalidRequest(format!("logit bias token id {id} is outside the vocabulary of {}", self.n_vocab())));
-        }
-        if let Some(&id) = req.stop_token_ids.iter().find(|&&t| t as usize >= self.n_vocab()) {
-            return Err(EngineError::InvalidRequest(format!("stop token id {id} is outside the vocabulary of {}", self.n_vocab())));
+        let bias: Vec<u32> = req.sampling.logit_bias.keys().copied().collect();
+        for (what, ids) in [("logit bias", &bias[..]), ("stop", &req.stop_token_ids[..])] {
+            if let Some(id) = ids.iter().find(|&&t| t as usize >= self.n_vocab()) {
+                return Err(EngineError::InvalidRequest(format!("{what} token id {id} is outside the vocabulary of {}", self.n_vocab())));
+            }
         }
         let (session, fed) = match session {
             Some(mut s) => {
