@@ -40,14 +40,10 @@ fn one(engine: &Engine, v: &Value, key: &str, suffix: Option<&str>) -> ApiResult
     Ok(p)
 }
 
-/// Every prompt of the field; with a `suffix` (OpenAI's fill-in-the-middle), each prompt is the
-/// text before the gap and the suffix the text after it, laid out with the model's FIM tokens.
-pub fn parse(engine: &Engine, v: Option<&Value>, suffix: Option<&str>) -> ApiResult<Vec<PromptIn>> {
-    parse_field(engine, "prompt", v, suffix)
-}
-
-/// [`parse`] for a field of another name (the embeddings' `input`).
-pub fn parse_field(engine: &Engine, key: &str, v: Option<&Value>, suffix: Option<&str>) -> ApiResult<Vec<PromptIn>> {
+/// Every prompt of field `key` (`prompt`; the embeddings' `input`); with a `suffix` (OpenAI's
+/// fill-in-the-middle), each prompt is the text before the gap and the suffix the text after it,
+/// laid out with the model's FIM tokens.
+pub fn parse(engine: &Engine, key: &str, v: Option<&Value>, suffix: Option<&str>) -> ApiResult<Vec<PromptIn>> {
     let v = v.ok_or_else(|| ApiError::bad_request(format!("\"{key}\" is required")))?;
     match v {
         Value::Array(a) if a.is_empty() => Err(ApiError::bad_request(format!("\"{key}\" is an empty list"))),

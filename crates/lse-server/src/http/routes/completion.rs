@@ -18,7 +18,7 @@ pub async fn completion(State(app): State<AppState>, JsonObject(body): JsonObjec
 async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult<Response> {
     let ready = app.ready()?;
     let f = Fields(body);
-    let mut prompts = prompts::parse(&ready.engine, f.get("prompt"), None)?;
+    let mut prompts = prompts::parse(&ready.engine, "prompt", f.get("prompt"), None)?;
     if prompts.len() != 1 {
         return Err(ApiError::bad_request("\"prompt\" must be one prompt here (a string or token ids); /v1/completions takes several"));
     }

@@ -60,7 +60,7 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
     if suffix.is_some() && echo {
         return Err(ApiError::bad_request("\"echo\" and \"suffix\" exclude each other (the prompt is laid out around the gap)"));
     }
-    let prompts = prompts::parse(&ready.engine, f.get("prompt"), suffix)?;
+    let prompts = prompts::parse(&ready.engine, "prompt", f.get("prompt"), suffix)?;
     let n = choices(&f)?;
     let max_tokens = base.max_tokens;
     let mut reqs = Vec::with_capacity(prompts.len());

@@ -42,7 +42,7 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
     };
     // llama-server's `content` (its own form) where `input` is absent
     let key = if f.get("input").is_none() && f.get("content").is_some() { "content" } else { "input" };
-    let input = prompts::parse_field(&ready.engine, key, f.get(key), None)?.into_iter().map(|p| Prompt::Tokens(p.ids)).collect();
+    let input = prompts::parse(&ready.engine, key, f.get(key), None)?.into_iter().map(|p| Prompt::Tokens(p.ids)).collect();
     let req = EmbedRequest { input, pooling: Some(pooling), normalize };
     req.validate().map_err(ApiError::bad_request)?;
     let (tx, rx) = oneshot::channel();
