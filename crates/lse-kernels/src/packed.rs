@@ -235,11 +235,17 @@ impl PackedMatrix {
                             put(blk, tt * 64 + 4 * r, low(4 * tt) | (low(16 + 4 * tt) << 4));
                         }
                         // chunk s's high bits (none for 4-bit formats) into its plane
-                        for s in 0..if hb > 0 { 8 } else { 0 } {
-                            let (plane, bit) = chunk_plane(s, hb as usize);
-                            for c in 0..4 {
-                                let e = if s < 4 { 4 * s + c } else { 16 + 4 * (s - 4) + c };
-                                blk[256 + plane + 4 * r + c] |= (u[e] >> 4) << bit;
+                        // (each plane byte gathered in a register and stored once)
+                        if hb > 0 {
+                            let mut planes = [0u32; 2];
+                            for s in 0..8 {
+                                let (plane, bit) = chunk_plane(s, hb as usize);
+                                let e = if s < 4 { 4 * s } else { 16 + 4 * (s - 4) };
+                                let hi = (uw(e) >> 4) & 0x0303_0303;
+                                planes[plane / 64] |= hi << bit;
+                            }
+                            for (p, &v) in planes.iter().enumerate().take(if hb > 1 { 2 } else { 1 }) {
+                                put(blk, 256 + 64 * p + 4 * r, v);
                             }
                         }
                     } else {
