@@ -234,17 +234,16 @@ impl PackedMatrix {
                         for tt in 0..4 {
                             put(blk, tt * 64 + 4 * r, low(4 * tt) | (low(16 + 4 * tt) << 4));
                         }
-                        // chunk s's high bits (none for 4-bit formats) into its plane
-                        // (each plane byte gathered in a register and stored once)
+                        // chunk s's high bits (none for 4-bit formats) into its plane, each
+                        // plane's 4 bytes of this row gathered in a register and stored once
                         if hb > 0 {
                             let mut planes = [0u32; 2];
                             for s in 0..8 {
+                                // chunk s holds elements 4s..4s + 4 (low nibbles for s < 4, high after)
                                 let (plane, bit) = chunk_plane(s, hb as usize);
-                                let e = if s < 4 { 4 * s } else { 16 + 4 * (s - 4) };
-                                let hi = (uw(e) >> 4) & 0x0303_0303;
-                                planes[plane / 64] |= hi << bit;
+                                planes[plane / 64] |= ((uw(4 * s) >> 4) & 0x0303_0303) << bit;
                             }
-                            for (p, &v) in planes.iter().enumerate().take(if hb > 1 { 2 } else { 1 }) {
+                            for (p, &v) in planes[..hb as usize].iter().enumerate() {
                                 put(blk, 256 + 64 * p + 4 * r, v);
                             }
                         }
