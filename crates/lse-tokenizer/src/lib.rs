@@ -61,9 +61,12 @@ pub struct Tokenizer {
     pieces: Vec<Vec<u8>>,
     /// Token ids by the first byte of their piece (see [`Tokenizer::ids_by_first_byte`]).
     by_first_byte: std::sync::OnceLock<Vec<Vec<u32>>>,
-    /// See [`Tokenizer::json_string_safe`].
-    string_safe: std::sync::OnceLock<Vec<bool>>,
+    /// See [`Tokenizer::json_string_chars`].
+    string_chars: std::sync::OnceLock<Vec<u16>>,
 }
+
+/// [`Tokenizer::json_string_chars`] of a token that cannot stand as it is inside a JSON string.
+pub const NOT_STRING_SAFE: u16 = u16::MAX;
 
 impl Tokenizer {
     /// Builds the tokenizer from a GGUF file's `tokenizer.ggml.*` metadata.
@@ -100,7 +103,7 @@ impl Tokenizer {
             ugm,
             pieces,
             by_first_byte: std::sync::OnceLock::new(),
-            string_safe: std::sync::OnceLock::new(),
+            string_chars: std::sync::OnceLock::new(),
         })
     }
 
@@ -307,14 +310,19 @@ impl Tokenizer {
         })
     }
 
-    /// Per token id, whether its piece (`special` false) is not empty and holds no `"`, `\` or
-    /// control byte: it can stand as it is anywhere inside a JSON string. Built on first use.
-    pub fn json_string_safe(&self) -> &[bool] {
-        self.string_safe.get_or_init(|| {
+    /// Per token id, when its piece (`special` false) is not empty and holds no `"`, `\` or
+    /// control byte (it can stand as it is anywhere inside a JSON string), its characters: the
+    /// bytes that are not UTF-8 continuations, at most `u16::MAX - 1`; [`NOT_STRING_SAFE`] for
+    /// the other tokens. Built on first use.
+    pub fn json_string_chars(&self) -> &[u16] {
+        self.string_chars.get_or_init(|| {
             (0..self.pieces.len() as u32)
                 .map(|id| {
                     let p = self.piece(id, false);
-                    !p.is_empty() && p.iter().all(|&b| b >= 0x20 && b != b'"' && b != b'\\')
+                    if p.is_empty() || p.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\') {
+                        return NOT_STRING_SAFE;
+                    }
+                    p.iter().filter(|&&b| b & 0xC0 != 0x80).count().min(NOT_STRING_SAFE as usize - 1) as u16
                 })
                 .collect()
         })

@@ -5,7 +5,7 @@
 
 use super::json_schema::{Schema, SchemaState};
 use super::request::GenerateRequest;
-use lse_tokenizer::Tokenizer;
+use lse_tokenizer::{Tokenizer, NOT_STRING_SAFE};
 
 /// The schema, the text's state, and scratch for trying tokens.
 pub(super) struct Constraint {
@@ -34,18 +34,19 @@ impl Constraint {
     /// Sets the logit of every token that may not come next to −∞; returns how many may. A
     /// first byte the constraint refuses refuses every token starting with it (the machine
     /// fails at the first byte it cannot take), so only the tokens of accepted first bytes are
-    /// tried whole; inside a string of no maximum length, the tokens with no quote, backslash or
-    /// control byte are taken without trying (most of a vocabulary).
+    /// tried whole; inside a string, the tokens with no quote, backslash or control byte are
+    /// taken without trying (most of a vocabulary) when their characters fit its room.
     pub(super) fn mask(&mut self, tk: &Tokenizer, logits: &mut [f32]) -> usize {
         let mut keep = vec![false; logits.len()];
-        let safe = self.state.in_open_string(&self.schema).then(|| tk.json_string_safe());
+        let open = self.state.open_string_room(&self.schema).map(|room| (room, tk.json_string_chars()));
         for (b, ids) in tk.ids_by_first_byte().iter().enumerate() {
             if ids.is_empty() || !self.accepts(&[b as u8]) {
                 continue;
             }
             for &id in ids {
                 if let Some(k) = keep.get_mut(id as usize) {
-                    *k = safe.is_some_and(|s| s[id as usize]) || self.accepts(tk.piece(id, false));
+                    *k = open.is_some_and(|(room, chars)| chars[id as usize] != NOT_STRING_SAFE && chars[id as usize] as usize <= room)
+                        || self.accepts(tk.piece(id, false));
                 }
             }
         }

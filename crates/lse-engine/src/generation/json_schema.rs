@@ -424,10 +424,20 @@ impl SchemaState {
         self.runs.iter().any(|r| r.done)
     }
 
-    /// Whether a run is inside a string of no maximum length, past any escape: there every token
-    /// of [`lse_tokenizer::Tokenizer::json_string_safe`] may follow.
-    pub fn in_open_string(&self, s: &Schema) -> bool {
-        self.runs.iter().any(|r| matches!(r.stack.last(), Some(&Frame::Str { node, esc: 0, .. }) if matches!(s.nodes[node], Node::String(_, usize::MAX))))
+    /// The most characters a run inside a string (past any escape) may still add to it, over
+    /// the runs there; `None` when no run is. Any token of
+    /// [`lse_tokenizer::Tokenizer::json_string_chars`] of at most that many characters may follow.
+    pub fn open_string_room(&self, s: &Schema) -> Option<usize> {
+        self.runs
+            .iter()
+            .filter_map(|r| match r.stack.last() {
+                Some(&Frame::Str { node, esc: 0, chars }) => match s.nodes[node] {
+                    Node::String(_, max) => Some(max.saturating_sub(chars)),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .max()
     }
 
     /// Whether the text followed by `bytes` still starts a value of `s`; `scratch` holds the
