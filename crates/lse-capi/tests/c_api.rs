@@ -83,10 +83,16 @@ fn release_dir() -> &'static Path {
     DIR.get_or_init(|| profile_dir().parent().unwrap().join("release"))
 }
 
-/// The reference CLI, `target/release/lse-server`, brought up to date first (a no-op when it is).
+/// The reference CLI: `LSE_SERVER` when set (`scripts/test.sh` names the one its `cargo test
+/// --workspace` builds), else `target/release/lse-server` brought up to date first. Building the
+/// package alone leaves out other members' dev-dependency features, which rebuilds most
+/// dependencies (about a minute on 2 cores) after a workspace test build.
 fn cli() -> PathBuf {
     static CLI: OnceLock<PathBuf> = OnceLock::new();
     CLI.get_or_init(|| {
+        if let Some(p) = std::env::var_os("LSE_SERVER") {
+            return PathBuf::from(p);
+        }
         cargo_build_release(&["lse-server"]);
         let p = release_dir().join(exe("lse-server"));
         assert!(p.exists(), "{} not built", p.display());
