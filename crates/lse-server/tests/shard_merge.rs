@@ -1,6 +1,7 @@
-//! `--perplexity-shard I/N` and `--perplexity-merge` on real models (SmolLM2, Gemma-3): 16 chunks of
-//! 128 tokens, without and with a KL base compared and recorded; N = 1, 2, 3, 7 shards merged give
-//! the single run's report (every field but the timings, as printed) and its base byte for byte.
+//! `--perplexity-shard I/N` and `--perplexity-merge` on real models: 16 chunks of 128 tokens, without
+//! (SmolLM2) and with a KL base compared and recorded (SmolLM2, Gemma-3); N = 1, 3, 7 shards (one,
+//! uneven splits of 5–6 and 2–3 chunks) merged give the single run's report (every field but the
+//! timings, as printed) and its base byte for byte.
 //! The merge refuses a missing shard, a duplicate, another plan, model or base, a truncated or
 //! corrupted shard, with one line and a non-zero exit.
 
@@ -107,8 +108,9 @@ fn merge(files: &[String], more: &[&str]) -> Vec<String> {
     a
 }
 
-/// The N = 1, 2, 3, 7 matrix for one model; returns the 3 shards of the KL case for refusal tests.
-fn matrix(name: &str, dir: &Tmp) -> Option<(Plan, Vec<String>, Vec<String>)> {
+/// The N = 1, 3, 7 matrix for one model (the plain case only when `plain`: the KL case's reports
+/// hold the same numbers and more); returns the 3 shards of the KL case for refusal tests.
+fn matrix(name: &str, dir: &Tmp, plain: bool) -> Option<(Plan, Vec<String>, Vec<String>)> {
     let model = lse_testdata::model(name)?;
     let text = text(dir);
     let plan = Plan::new(&model, &text);
@@ -117,6 +119,9 @@ fn matrix(name: &str, dir: &Tmp) -> Option<(Plan, Vec<String>, Vec<String>)> {
     ok(&plan.args(&[], &["--kv-cache-dtype", "f32", "--perplexity-kld-base-out", &reference, "--perplexity-kld-top-k", "16"]));
     let mut kl_shards = Vec::new();
     for (case, compare) in [("plain", false), ("kl", true)] {
+        if !plain && !compare {
+            continue;
+        }
         let single_base = p(&dir.join(format!("{case}-single.kld")));
         let extra_for = |base_out: &str| -> Vec<String> {
             let mut e = Vec::new();
@@ -129,7 +134,7 @@ fn matrix(name: &str, dir: &Tmp) -> Option<(Plan, Vec<String>, Vec<String>)> {
         ok(&plan.args(&extra_for(&single_base), &["--perplexity-output", &p(&single)]));
         let want = numbers(&single);
         assert_eq!(want.contains("\"kld\""), compare, "{want}");
-        for n in [1, 2, 3, 7] {
+        for n in [1, 3, 7] {
             let merged_base = p(&dir.join(format!("{case}-{n}.kld")));
             let files = plan.shards(&extra_for(&merged_base), dir, case, n);
             let merged = dir.join(format!("{case}-{n}.json"));
@@ -154,7 +159,7 @@ fn matrix(name: &str, dir: &Tmp) -> Option<(Plan, Vec<String>, Vec<String>)> {
 #[test]
 fn smollm2_shards_merge_bit_for_bit_and_bad_sets_are_refused() {
     let dir = lse_testdata::tmp("shard", "smollm2");
-    let Some((plan, _kl_extra, files)) = matrix("smollm2", &dir) else { return };
+    let Some((plan, _kl_extra, files)) = matrix("smollm2", &dir, true) else { return };
     // files: shard 2, 1, 0 of 3 (KL case, base recorded)
     let d = |f: &str| p(&dir.join(f));
     refused(&merge(&[files[0].clone(), files[2].clone()], &[]), "shard 1/3 is missing");
@@ -204,5 +209,5 @@ fn smollm2_shards_merge_bit_for_bit_and_bad_sets_are_refused() {
 #[test]
 fn gemma3_shards_merge_bit_for_bit() {
     let dir = lse_testdata::tmp("shard", "gemma3");
-    let _ = matrix("gemma3", &dir);
+    let _ = matrix("gemma3", &dir, false);
 }
