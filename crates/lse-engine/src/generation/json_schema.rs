@@ -8,8 +8,8 @@
 //! every property is valid whatever `required` says), as OpenAI's strict mode writes them.
 //! Supported: `type` object (`properties`, `required`; without `properties` any keys, their values
 //! `additionalProperties`'s schema or any), array (`items`,
-//! `minItems`, `maxItems`), string (`minLength`, `maxLength`, in characters), integer, number
-//! (`minimum` 0; for integers also `minimum` 1 or `exclusiveMinimum` 0), boolean, null, a list of
+//! `minItems`, `maxItems`), string (`minLength`, `maxLength`, in characters), integer (`minimum`,
+//! `maximum`, `exclusiveMinimum`, `exclusiveMaximum`), number (`minimum` 0), boolean, null, a list of
 //! types (one alternative each); `enum` and `const`; `anyOf` / `oneOf` (pydantic's unions and `Optional[X]`, or one
 //! of several tool calls); `$ref` to `#/$defs/..` or
 //! `#/definitions/..` (what pydantic writes for nested models, recursion included); a schema with
@@ -90,8 +90,8 @@ enum Node {
     Array(usize, usize, usize),
     /// Fewest and most characters.
     String(usize, usize),
-    /// `low`: the lower bound the first byte keeps (pydantic's `ge=0`, `PositiveInt`).
-    Number { integer: bool, low: Low },
+    /// `low`: the lower bound the first byte keeps (pydantic's `ge=0`); `range`: an integer's bounds.
+    Number { integer: bool, low: Low, range: Option<IntRange> },
     /// The values allowed, as compact JSON texts (enum, const, boolean, null).
     Literals(Vec<Vec<u8>>),
     /// Alternatives, told apart by their first byte.
@@ -108,7 +108,11 @@ impl Node {
             Node::Object(_) | Node::Map { .. } => set[b'{' as usize] = true,
             Node::Array(..) => set[b'[' as usize] = true,
             Node::String(..) => set[b'"' as usize] = true,
-            Node::Number { low, .. } => low.first().iter().for_each(|&b| set[b as usize] = true),
+            Node::Number { low, range, .. } => {
+                for &b in low.first() {
+                    set[b as usize] = range.is_none_or(|r| r.reachable(b == b'-', (b != b'-').then(|| u128::from(b - b'0')), b > b'0'));
+                }
+            }
             Node::Literals(lits) => lits.iter().filter_map(|l| l.first()).for_each(|&b| set[b as usize] = true),
             Node::AnyOf(alts) => {
                 for &a in alts {
@@ -129,8 +133,6 @@ enum Low {
     None,
     /// At least 0: no minus sign.
     Zero,
-    /// An integer of at least 1: a first digit from 1 to 9.
-    One,
 }
 
 impl Low {
@@ -139,8 +141,51 @@ impl Low {
         match self {
             Low::None => b"-0123456789",
             Low::Zero => b"0123456789",
-            Low::One => b"123456789",
         }
+    }
+}
+
+/// An integer's inclusive bounds (`None`: unbounded on that side).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct IntRange {
+    lo: Option<i128>,
+    hi: Option<i128>,
+}
+
+impl IntRange {
+    /// From a schema's `minimum` / `exclusiveMinimum` / `maximum` / `exclusiveMaximum`.
+    fn of(min: Option<f64>, xmin: Option<f64>, max: Option<f64>, xmax: Option<f64>) -> IntRange {
+        // past ±1e30 a bound excludes nothing a 32-byte number can write
+        let clamp = |v: f64| v.clamp(-1e30, 1e30);
+        let lo = [min.map(|v| clamp(v).ceil()), xmin.map(|v| clamp(v).floor() + 1.0)].into_iter().flatten().reduce(f64::max);
+        let hi = [max.map(|v| clamp(v).floor()), xmax.map(|v| clamp(v).ceil() - 1.0)].into_iter().flatten().reduce(f64::min);
+        IntRange { lo: lo.map(|v| v as i128), hi: hi.map(|v| v as i128) }
+    }
+
+    fn holds(self, v: i128) -> bool {
+        self.lo.is_none_or(|lo| v >= lo) && self.hi.is_none_or(|hi| v <= hi)
+    }
+
+    /// Whether an integer of the range starts with the text so far: a minus sign (`neg`), then
+    /// the digits' value `mag` (`None`: no digit yet), to which digits may be added when `more`.
+    fn reachable(self, neg: bool, mag: Option<u128>, more: bool) -> bool {
+        let Some(mag) = mag else {
+            // "-" alone: "-0" or any negative integer
+            return self.lo.is_none_or(|lo| lo <= 0);
+        };
+        // with k more digits the magnitude is in [mag·10^k, mag·10^k + 10^k − 1]
+        let (mut a, mut b) = (mag as i128, mag as i128);
+        for _ in 0..=MAX_NUMBER {
+            let (v0, v1) = if neg { (-b, -a) } else { (a, b) };
+            if self.lo.is_none_or(|lo| v1 >= lo) && self.hi.is_none_or(|hi| v0 <= hi) {
+                return true;
+            }
+            if !more || a > 1 << 100 {
+                return false;
+            }
+            (a, b) = (a * 10, b * 10 + 9);
+        }
+        false
     }
 }
 
@@ -180,7 +225,7 @@ impl Schema {
             Node::AnyOf(vec![b, b + 2, b + 3, b + 4, b + 5]),
             Node::Array(b + 1, 0, usize::MAX),
             Node::String(0, usize::MAX),
-            Node::Number { integer: false, low: Low::None },
+            Node::Number { integer: false, low: Low::None, range: None },
             Node::Literals(vec![b"true".to_vec(), b"false".to_vec(), b"null".to_vec()]),
         ]);
         (b + 1, b)
@@ -208,10 +253,10 @@ impl Schema {
         if depth > MAX_DEPTH {
             return Err(format!("json_schema: {at} nests deeper than {MAX_DEPTH}"));
         }
-        const KNOWN: [&str; 24] = [
+        const KNOWN: [&str; 26] = [
             "type", "properties", "required", "additionalProperties", "items", "minItems", "maxItems", "minLength", "maxLength", "enum",
             "const", "anyOf", "oneOf", "$ref", "$defs", "definitions", "$schema", "$id", "title", "description", "default", "examples",
-            "minimum", "exclusiveMinimum",
+            "minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum",
         ];
         if let Some(k) = o.keys().find(|k| !KNOWN.contains(&k.as_str())) {
             return Err(format!("json_schema: \"{k}\" (in {at}) is not supported"));
@@ -308,18 +353,25 @@ impl Schema {
                 }
                 Some(t @ ("integer" | "number")) => {
                     let integer = t == "integer";
-                    let num = |k: &str| o.get(k).and_then(Value::as_f64);
-                    let bound = (num("minimum"), num("exclusiveMinimum"));
-                    let low = if bound == (None, None) {
-                        Low::None
-                    } else if bound == (Some(0.0), None) {
-                        Low::Zero
-                    } else if integer && (bound == (Some(1.0), None) || bound == (None, Some(0.0))) {
-                        Low::One
+                    let keys = ["minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"];
+                    let mut bound = [None; 4];
+                    for (b, k) in bound.iter_mut().zip(keys) {
+                        if let Some(v) = o.get(k) {
+                            *b = Some(v.as_f64().ok_or_else(|| format!("json_schema: \"{k}\" in {at} must be a number"))?);
+                        }
+                    }
+                    let [min, xmin, max, xmax] = bound;
+                    if integer {
+                        let range = (bound != [None; 4]).then(|| IntRange::of(min, xmin, max, xmax));
+                        if range.is_some_and(|r| matches!((r.lo, r.hi), (Some(lo), Some(hi)) if lo > hi)) {
+                            return Err(format!("json_schema: the bounds of {at} leave no integer"));
+                        }
+                        Node::Number { integer, low: Low::None, range }
+                    } else if bound == [None; 4] || bound == [Some(0.0), None, None, None] {
+                        Node::Number { integer, low: if min.is_some() { Low::Zero } else { Low::None }, range: None }
                     } else {
-                        return Err(format!("json_schema: the bound of {at} is not supported (minimum 0, and for integers minimum 1 or exclusiveMinimum 0)"));
-                    };
-                    Node::Number { integer, low }
+                        return Err(format!("json_schema: the bounds of {at} are not supported (for numbers only minimum 0; integers take any)"));
+                    }
                 }
                 Some("boolean") => Node::Literals(vec![b"true".to_vec(), b"false".to_vec()]),
                 Some("null") => Node::Literals(vec![b"null".to_vec()]),
@@ -374,7 +426,8 @@ enum Frame {
     /// `esc`: 0 in the text, 1 after `\`, 2..=5 hex digits of `\u` to come plus one; `chars`
     /// so far (an escape is one).
     Str { node: usize, esc: u8, chars: usize },
-    Num { integer: bool, at: Num, len: u8 },
+    /// An integer's sign and digits so far (`mag`) are kept for its node's range.
+    Num { node: usize, integer: bool, at: Num, len: u8, neg: bool, mag: u128 },
     /// The literals still matching (bits) and how many bytes matched.
     Lit { node: usize, cand: u64, pos: usize },
 }
@@ -514,7 +567,7 @@ impl Run {
             (Node::Map { .. }, b'{') => Frame::Map { node, at: MapAt::Open },
             (Node::String(..), b'"') => Frame::Str { node, esc: 0, chars: 0 },
             (Node::Number { integer, .. }, _) => match Num::first(b) {
-                Some(at) => Frame::Num { integer: *integer, at, len: 1 },
+                Some(at) => Frame::Num { node, integer: *integer, at, len: 1, neg: b == b'-', mag: u128::from(b.saturating_sub(b'0')) },
                 None => return false,
             },
             (Node::Literals(lits), _) => {
@@ -562,14 +615,20 @@ impl Run {
                     _ => false,
                 }
             }
-            Frame::Num { integer, at, len } => match at.next(b) {
-                Some(n) if !(integer && matches!(n, Num::Dot | Num::E)) && len < MAX_NUMBER => self.set(Frame::Num { integer, at: n, len: len + 1 }),
-                None if at.complete() => {
-                    self.value_done();
-                    self.push(s, b, forks)
+            Frame::Num { node, integer, at, len, neg, mag } => {
+                let Node::Number { range, .. } = s.nodes[node] else { unreachable!("a number frame is on a number node") };
+                match at.next(b) {
+                    Some(n) if !(integer && matches!(n, Num::Dot | Num::E)) && len < MAX_NUMBER => {
+                        let mag = if n == Num::Int { mag * 10 + u128::from(b - b'0') } else { mag };
+                        range.is_none_or(|r| r.reachable(neg, Some(mag), n == Num::Int)) && self.set(Frame::Num { node, integer, at: n, len: len + 1, neg, mag })
+                    }
+                    None if at.complete() && range.is_none_or(|r| r.holds(if neg { -(mag as i128) } else { mag as i128 })) => {
+                        self.value_done();
+                        self.push(s, b, forks)
+                    }
+                    _ => false,
                 }
-                _ => false,
-            },
+            }
             Frame::Lit { node, cand, pos } => {
                 let Node::Literals(lits) = &s.nodes[node] else { unreachable!("a literal frame is on a literal node") };
                 let next = matching(lits, cand, pos, b);
@@ -854,6 +913,52 @@ mod tests {
         }
     }
 
+    /// An integer's range against plain arithmetic: every integer written in a window around
+    /// the bounds (and far past them) is taken whole exactly when it lies in the range, every
+    /// prefix of one that does is taken, and a value's first byte is allowed exactly when some
+    /// integer of the range starts with it.
+    #[test]
+    fn integer_ranges_take_exactly_their_integers() {
+        let bounds: [(serde_json::Value, Option<i128>, Option<i128>); 9] = [
+            (json!({"minimum": 5, "maximum": 120}), Some(5), Some(120)),
+            (json!({"minimum": -30, "maximum": -7}), Some(-30), Some(-7)),
+            (json!({"exclusiveMinimum": -1.5, "exclusiveMaximum": 10}), Some(-1), Some(9)),
+            (json!({"minimum": 0.5, "maximum": 99.9}), Some(1), Some(99)),
+            (json!({"maximum": -3}), None, Some(-3)),
+            (json!({"minimum": 250}), Some(250), None),
+            (json!({"minimum": 0, "maximum": 0}), Some(0), Some(0)),
+            (json!({"minimum": -9, "maximum": 1000}), Some(-9), Some(1000)),
+            (json!({"exclusiveMinimum": 0, "maximum": 1e40}), Some(1), None),
+        ];
+        for (b, lo, hi) in bounds {
+            let mut item = b.clone();
+            item["type"] = json!("integer");
+            let s = Schema::compile(&json!({"type": "object", "properties": {"a": item}})).unwrap();
+            let inside = |v: i128| lo.is_none_or(|l| v >= l) && hi.is_none_or(|h| v <= h);
+            let mut values: Vec<i128> = (-1500..=1500).collect();
+            values.extend([-123456789012345678901234567890, -99999, 12345, 99999, 123456789012345678901234567890]);
+            for v in values {
+                let text = format!("{{\"a\":{v}}}");
+                let whole = fed(&s, &text).is_some_and(|st| st.is_complete());
+                assert_eq!(whole, inside(v), "{b}: {text}");
+                if inside(v) {
+                    for i in 1..text.len() {
+                        assert!(fed(&s, &text[..i]).is_some(), "{b}: prefix {:?} of {text}", &text[..i]);
+                    }
+                }
+            }
+            assert_eq!(fed(&s, r#"{"a":-0}"#).is_some_and(|st| st.is_complete()), inside(0), "{b}: -0");
+            for first in "-0123456789".bytes() {
+                let starts = |v: i128| {
+                    let t = v.to_string();
+                    t.as_bytes()[0] == first || (first == b'-' && v == 0)
+                };
+                let window_has = (-1500..=1500).chain([10i128.pow(20), -(10i128.pow(20))]).any(|v| inside(v) && starts(v));
+                assert_eq!(fed(&s, [br#"{"a":"#.as_slice(), &[first]].concat()).is_some(), window_has, "{b}: first byte {}", first as char);
+            }
+        }
+    }
+
     #[test]
     fn refuses_schemas_it_cannot_follow() {
         for (schema, phrase) in [
@@ -865,9 +970,10 @@ mod tests {
             (json!({"type": "object", "properties": {"a": {"$ref": "other.json#/x"}}}), "not a local definition"),
             (json!({"type": "object", "properties": {"a": {"allOf": []}}}), "\"allOf\""),
             (json!({"type": "object", "properties": {"a": {"type": []}}}), "empty list"),
-            (json!({"type": "object", "properties": {"a": {"type": "integer", "minimum": 5}}}), "bound"),
-            (json!({"type": "object", "properties": {"a": {"type": "number", "exclusiveMinimum": 0}}}), "bound"),
-            (json!({"type": "object", "properties": {"a": {"type": "integer", "maximum": 5}}}), "\"maximum\""),
+            (json!({"type": "object", "properties": {"a": {"type": "number", "minimum": 5}}}), "bounds"),
+            (json!({"type": "object", "properties": {"a": {"type": "number", "exclusiveMinimum": 0}}}), "bounds"),
+            (json!({"type": "object", "properties": {"a": {"type": "integer", "minimum": 3, "exclusiveMaximum": 3}}}), "leave no integer"),
+            (json!({"type": "object", "properties": {"a": {"type": "integer", "exclusiveMinimum": true}}}), "must be a number"),
             (json!({"type": "object", "properties": {"a": {"type": "array"}}}), "needs \"items\""),
             (json!({"type": "object", "required": ["b"], "properties": {"a": {"type": "string"}}}), "not a property"),
             (json!({"type": "object", "properties": {"a": {"enum": []}}}), "1 to 64"),
