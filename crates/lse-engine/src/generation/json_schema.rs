@@ -155,8 +155,8 @@ struct IntRange {
 impl IntRange {
     /// From a schema's `minimum` / `exclusiveMinimum` / `maximum` / `exclusiveMaximum`.
     fn of(min: Option<f64>, xmin: Option<f64>, max: Option<f64>, xmax: Option<f64>) -> IntRange {
-        // past ±1e30 a bound excludes nothing a 32-byte number can write
-        let clamp = |v: f64| v.clamp(-1e30, 1e30);
+        // past ±1e33 a bound excludes nothing a number of MAX_NUMBER bytes can write
+        let clamp = |v: f64| v.clamp(-1e33, 1e33);
         let lo = [min.map(|v| clamp(v).ceil()), xmin.map(|v| clamp(v).floor() + 1.0)].into_iter().flatten().reduce(f64::max);
         let hi = [max.map(|v| clamp(v).floor()), xmax.map(|v| clamp(v).ceil() - 1.0)].into_iter().flatten().reduce(f64::min);
         IntRange { lo: lo.map(|v| v as i128), hi: hi.map(|v| v as i128) }
@@ -180,7 +180,8 @@ impl IntRange {
             if self.lo.is_none_or(|lo| v1 >= lo) && self.hi.is_none_or(|hi| v0 <= hi) {
                 return true;
             }
-            if !more || a > 1 << 100 {
+            // past every clamped bound, more digits only go further
+            if !more || a > 10i128.pow(33) {
                 return false;
             }
             (a, b) = (a * 10, b * 10 + 9);
