@@ -91,8 +91,9 @@ mod tests {
             let tk = Tokenizer::from_gguf(&f).unwrap();
             let schema = serde_json::json!({"type": "object", "properties": {
                 "name": {"type": "string", "maxLength": 4}, "n": {"type": "number"}, "ok": {"type": "boolean"},
-                "tags": {"type": "array", "items": {"enum": ["a", "bc"]}, "maxItems": 2}, "note": {"type": "string"}}});
-            let instance = r#"{"name": "Tom\u00e9", "n": -1.5e3, "ok": true, "tags": ["bc", "a"], "note": "a \"b\" c\\d é"}"#;
+                "tags": {"type": "array", "items": {"enum": ["a", "bc"]}, "maxItems": 2}, "note": {"type": "string"},
+                "day": {"type": "string", "format": "date"}}});
+            let instance = r#"{"name": "Tom\u00e9", "n": -1.5e3, "ok": true, "tags": ["bc", "a"], "note": "a \"b\" c\\d é", "day": "2024-02-29"}"#;
             let of = |schema| Constraint { schema, state: SchemaState::default(), scratch: SchemaState::default() };
             for mut c in [of(Schema::any_object()), of(Schema::compile(&schema).unwrap())] {
                 for (i, &b) in instance.as_bytes().iter().enumerate() {

@@ -8,7 +8,8 @@
 //! every property is valid whatever `required` says), as OpenAI's strict mode writes them.
 //! Supported: `type` object (`properties`, `required`; without `properties` any keys, their values
 //! `additionalProperties`'s schema or any), array (`items`,
-//! `minItems`, `maxItems`), string (`minLength`, `maxLength`, in characters), integer (`minimum`,
+//! `minItems`, `maxItems`), string (`minLength`, `maxLength`, in characters; or a `format`: date,
+//! time, date-time, uuid, as llama.cpp's grammar writes them), integer (`minimum`,
 //! `maximum`, `exclusiveMinimum`, `exclusiveMaximum`), number (`minimum` 0), boolean, null, a list of
 //! types (one alternative each); `enum` and `const`; `anyOf` / `oneOf` (pydantic's unions and `Optional[X]`, or one
 //! of several tool calls); `$ref` to `#/$defs/..` or
@@ -17,6 +18,7 @@
 //! `description`, `default` and `examples` are ignored. Anything else is refused when compiled,
 //! rather than sampled unchecked.
 
+use super::string_format::{self, Alternatives};
 use serde_json::Value;
 
 /// Longest run of whitespace between tokens of the grammar (llama.cpp's JSON grammar bounds it
@@ -90,6 +92,8 @@ enum Node {
     Array(usize, usize, usize),
     /// Fewest and most characters.
     String(usize, usize),
+    /// A string of a `format`: its quoted alternatives.
+    Format(Alternatives),
     /// `low`: the lower bound the first byte keeps (pydantic's `ge=0`); `range`: an integer's bounds.
     Number { integer: bool, low: Low, range: Option<IntRange> },
     /// The values allowed, as compact JSON texts (enum, const, boolean, null).
@@ -107,7 +111,7 @@ impl Node {
         match self {
             Node::Object(_) | Node::Map { .. } => set[b'{' as usize] = true,
             Node::Array(..) => set[b'[' as usize] = true,
-            Node::String(..) => set[b'"' as usize] = true,
+            Node::String(..) | Node::Format(_) => set[b'"' as usize] = true,
             Node::Number { low, range, .. } => {
                 for &b in low.first() {
                     set[b as usize] = range.is_none_or(|r| r.reachable(b == b'-', (b != b'-').then(|| u128::from(b - b'0')), b > b'0'));
@@ -254,10 +258,10 @@ impl Schema {
         if depth > MAX_DEPTH {
             return Err(format!("json_schema: {at} nests deeper than {MAX_DEPTH}"));
         }
-        const KNOWN: [&str; 26] = [
+        const KNOWN: [&str; 27] = [
             "type", "properties", "required", "additionalProperties", "items", "minItems", "maxItems", "minLength", "maxLength", "enum",
             "const", "anyOf", "oneOf", "$ref", "$defs", "definitions", "$schema", "$id", "title", "description", "default", "examples",
-            "minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum",
+            "minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "format",
         ];
         if let Some(k) = o.keys().find(|k| !KNOWN.contains(&k.as_str())) {
             return Err(format!("json_schema: \"{k}\" (in {at}) is not supported"));
@@ -348,10 +352,21 @@ impl Schema {
                     let (min, max) = bounds("minItems", "maxItems")?;
                     Node::Array(self.node(items, &format!("the items of {at}"), depth + 1, defs)?, min, max)
                 }
-                Some("string") => {
-                    let (min, max) = bounds("minLength", "maxLength")?;
-                    Node::String(min, max)
-                }
+                Some("string") => match o.get("format") {
+                    None => {
+                        let (min, max) = bounds("minLength", "maxLength")?;
+                        Node::String(min, max)
+                    }
+                    Some(f) => {
+                        let alts = f.as_str().and_then(string_format::compile).ok_or_else(|| {
+                            format!("json_schema: the format {f} of {at} is not supported ({})", string_format::FORMATS.join(", "))
+                        })?;
+                        if o.contains_key("minLength") || o.contains_key("maxLength") {
+                            return Err(format!("json_schema: {at} has a format and a length bound (not supported together)"));
+                        }
+                        Node::Format(alts)
+                    }
+                },
                 Some(t @ ("integer" | "number")) => {
                     let integer = t == "integer";
                     let keys = ["minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"];
@@ -431,6 +446,8 @@ enum Frame {
     Num { node: usize, integer: bool, at: Num, len: u8, neg: bool, mag: u128 },
     /// The literals still matching (bits) and how many bytes matched.
     Lit { node: usize, cand: u64, pos: usize },
+    /// The same for a format's alternatives.
+    Fmt { node: usize, cand: u128, pos: usize },
 }
 
 /// How far a text has come as a value of a [`Schema`]: the machine's runs still alive.
@@ -578,6 +595,13 @@ impl Run {
                 }
                 Frame::Lit { node, cand, pos: 1 }
             }
+            (Node::Format(alts), _) => {
+                let cand = string_format::matching(alts, u128::MAX, 0, b);
+                if cand == 0 {
+                    return false;
+                }
+                Frame::Fmt { node, cand, pos: 1 }
+            }
             _ => return false,
         };
         // only objects and arrays are below a new frame
@@ -638,6 +662,18 @@ impl Run {
                 }
                 let whole = (0..lits.len()).any(|i| cand >> i & 1 == 1 && lits[i].len() == pos);
                 if !whole {
+                    return false;
+                }
+                self.value_done();
+                self.push(s, b, forks)
+            }
+            Frame::Fmt { node, cand, pos } => {
+                let Node::Format(alts) = &s.nodes[node] else { unreachable!("a format frame is on a format node") };
+                let next = string_format::matching(alts, cand, pos, b);
+                if next != 0 {
+                    return self.set(Frame::Fmt { node, cand: next, pos: pos + 1 });
+                }
+                if !string_format::ends(alts, cand, pos) {
                     return false;
                 }
                 self.value_done();
@@ -914,6 +950,29 @@ mod tests {
         }
     }
 
+    /// Formatted strings inside an object: every prefix of an instance is taken, the value ends
+    /// at its closing quote, and a byte outside the format is refused where it is written.
+    #[test]
+    fn formatted_strings_follow_their_format() {
+        let s = Schema::compile(&json!({"type": "object", "properties": {
+            "when": {"type": "string", "format": "date-time"},
+            "id": {"type": ["string", "null"], "format": "uuid"},
+            "day": {"type": "string", "format": "date"}
+        }}))
+        .unwrap();
+        let ok = r#"{"when": "2024-02-29T23:59:59.250-03:00", "id": null, "day": "1999-12-31"}"#;
+        for i in 0..ok.len() {
+            assert!(fed(&s, &ok[..i]).is_some_and(|st| !st.is_complete()), "prefix {:?}", &ok[..i]);
+        }
+        assert!(fed(&s, ok).unwrap().is_complete());
+        assert!(fed(&s, r#"{"when": "2024-02-29T23:59:59Z", "id": "123e4567-e89b-12d3-a456-426614174000", "day": "2000-01-01"}"#).unwrap().is_complete());
+        for bad in [r#"{"when": "2024-13"#, r#"{"when": "2024-02-29T24"#, r#"{"when": "2024-02-29T23:59:59Z", "id": "12g"#] {
+            assert!(fed(&s, bad).is_none(), "{bad}");
+        }
+        // the value ends at its quote: a longer time zone is refused
+        assert!(fed(&s, r#"{"when": "2024-02-29T23:59:59Z1"#).is_none());
+    }
+
     /// An integer's range against plain arithmetic: every integer written in a window around
     /// the bounds (and far past them) is taken whole exactly when it lies in the range, every
     /// prefix of one that does is taken, and a value's first byte is allowed exactly when some
@@ -975,6 +1034,8 @@ mod tests {
             (json!({"type": "object", "properties": {"a": {"type": "number", "exclusiveMinimum": 0}}}), "bounds"),
             (json!({"type": "object", "properties": {"a": {"type": "integer", "minimum": 3, "exclusiveMaximum": 3}}}), "leave no integer"),
             (json!({"type": "object", "properties": {"a": {"type": "integer", "exclusiveMinimum": true}}}), "must be a number"),
+            (json!({"type": "object", "properties": {"a": {"type": "string", "format": "email"}}}), "date, time, date-time, uuid"),
+            (json!({"type": "object", "properties": {"a": {"type": "string", "format": "date", "maxLength": 4}}}), "length bound"),
             (json!({"type": "object", "properties": {"a": {"type": "array"}}}), "needs \"items\""),
             (json!({"type": "object", "required": ["b"], "properties": {"a": {"type": "string"}}}), "not a property"),
             (json!({"type": "object", "properties": {"a": {"enum": []}}}), "1 to 64"),

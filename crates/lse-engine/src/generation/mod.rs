@@ -9,6 +9,7 @@ mod request;
 mod json_schema;
 mod sampler;
 mod sequence;
+mod string_format;
 mod text;
 
 pub use report::GenerationReport;

@@ -198,8 +198,10 @@ def test_pydantic_structured_output(client):
 def test_pydantic_unions_and_bounds(client):
     """A union of two models (`anyOf` of two objects that both start with `{`: followed side by
     side until the `kind` tells them apart), `PositiveInt` (exclusiveMinimum 0), `ge=0`, integer
-    ranges (minimum / maximum, exclusive ones below zero) and a nullable field: pydantic validates
-    the answers."""
+    ranges (minimum / maximum, exclusive ones below zero), formatted strings (uuid, time) and a
+    nullable field: pydantic validates the answers."""
+    import datetime
+    import uuid
     from typing import Literal, Optional, Union
 
     import pydantic
@@ -217,12 +219,14 @@ def test_pydantic_unions_and_bounds(client):
         weight: float = pydantic.Field(ge=0)
         age: int = pydantic.Field(ge=1, le=30)
         body_temp: int = pydantic.Field(gt=-10, lt=45)
+        chip: uuid.UUID
+        fed_at: datetime.time
         note: Optional[str] = pydantic.Field(max_length=20)
 
     parse = getattr(client.chat.completions, "parse", None) or client.beta.chat.completions.parse
     msgs = [{"role": "user", "content": "Describe a pet as JSON."}]
     for seed in (1, 2, 3):
-        r = parse(model="smol", messages=msgs, response_format=Pet, max_tokens=120, temperature=1, seed=seed)
+        r = parse(model="smol", messages=msgs, response_format=Pet, max_tokens=200, temperature=1, seed=seed)
         assert r.choices[0].finish_reason == "stop"
         pet = r.choices[0].message.parsed
         assert isinstance(pet, Pet) and pet.weight >= 0 and 1 <= pet.age <= 30 and -10 < pet.body_temp < 45
