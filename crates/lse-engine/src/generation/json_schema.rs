@@ -15,8 +15,8 @@
 //! of several tool calls); `$ref` to `#/$defs/..` or
 //! `#/definitions/..` (what pydantic writes for nested models, recursion included); a schema with
 //! no type, enum, const or alternatives (`{}`, pydantic's `Any`) is any JSON value; `title`,
-//! `description`, `default` and `examples` are ignored. Anything else is refused when compiled,
-//! rather than sampled unchecked.
+//! `description`, `default`, `examples` and a `format` on another type than string are ignored.
+//! Anything else is refused when compiled, rather than sampled unchecked.
 
 use super::string_format::{self, Alternatives};
 use serde_json::Value;
@@ -105,6 +105,34 @@ enum Node {
 }
 
 impl Node {
+    /// Of a literal or format node: its alternatives among `cand` (bits) whose byte `pos` can be `b`.
+    fn matching(&self, cand: u128, pos: usize, b: u8) -> u128 {
+        let fits = |i: usize| match self {
+            Node::Literals(lits) => lits[i].get(pos) == Some(&b),
+            Node::Format(alts) => alts[i].get(pos).is_some_and(|c| c.has(b)),
+            _ => unreachable!("only literals and formats are matched byte by byte"),
+        };
+        (0..self.alternatives()).filter(|&i| cand >> i & 1 == 1 && fits(i)).fold(0, |m, i| m | 1 << i)
+    }
+
+    /// Whether one of its alternatives among `cand` is `pos` bytes long.
+    fn ends(&self, cand: u128, pos: usize) -> bool {
+        let len = |i: usize| match self {
+            Node::Literals(lits) => lits[i].len(),
+            Node::Format(alts) => alts[i].len(),
+            _ => unreachable!("only literals and formats are matched byte by byte"),
+        };
+        (0..self.alternatives()).any(|i| cand >> i & 1 == 1 && len(i) == pos)
+    }
+
+    fn alternatives(&self) -> usize {
+        match self {
+            Node::Literals(lits) => lits.len(),
+            Node::Format(alts) => alts.len(),
+            _ => 0,
+        }
+    }
+
     /// The bytes a value of this node can start with (of `nodes`, for alternatives).
     fn first_bytes(&self, nodes: &[Node], seen: &mut Vec<bool>) -> [bool; 256] {
         let mut set = [false; 256];
@@ -444,10 +472,8 @@ enum Frame {
     Str { node: usize, esc: u8, chars: usize },
     /// An integer's sign and digits so far (`mag`) are kept for its node's range.
     Num { node: usize, integer: bool, at: Num, len: u8, neg: bool, mag: u128 },
-    /// The literals still matching (bits) and how many bytes matched.
-    Lit { node: usize, cand: u64, pos: usize },
-    /// The same for a format's alternatives.
-    Fmt { node: usize, cand: u128, pos: usize },
+    /// The literals (or a format's alternatives) still matching, as bits, and how many bytes matched.
+    Lit { node: usize, cand: u128, pos: usize },
 }
 
 /// How far a text has come as a value of a [`Schema`]: the machine's runs still alive.
@@ -588,19 +614,12 @@ impl Run {
                 Some(at) => Frame::Num { node, integer: *integer, at, len: 1, neg: b == b'-', mag: u128::from(b.saturating_sub(b'0')) },
                 None => return false,
             },
-            (Node::Literals(lits), _) => {
-                let cand = matching(lits, u64::MAX, 0, b);
+            (n @ (Node::Literals(_) | Node::Format(_)), _) => {
+                let cand = n.matching(u128::MAX, 0, b);
                 if cand == 0 {
                     return false;
                 }
                 Frame::Lit { node, cand, pos: 1 }
-            }
-            (Node::Format(alts), _) => {
-                let cand = string_format::matching(alts, u128::MAX, 0, b);
-                if cand == 0 {
-                    return false;
-                }
-                Frame::Fmt { node, cand, pos: 1 }
             }
             _ => return false,
         };
@@ -655,25 +674,11 @@ impl Run {
                 }
             }
             Frame::Lit { node, cand, pos } => {
-                let Node::Literals(lits) = &s.nodes[node] else { unreachable!("a literal frame is on a literal node") };
-                let next = matching(lits, cand, pos, b);
+                let next = s.nodes[node].matching(cand, pos, b);
                 if next != 0 {
                     return self.set(Frame::Lit { node, cand: next, pos: pos + 1 });
                 }
-                let whole = (0..lits.len()).any(|i| cand >> i & 1 == 1 && lits[i].len() == pos);
-                if !whole {
-                    return false;
-                }
-                self.value_done();
-                self.push(s, b, forks)
-            }
-            Frame::Fmt { node, cand, pos } => {
-                let Node::Format(alts) = &s.nodes[node] else { unreachable!("a format frame is on a format node") };
-                let next = string_format::matching(alts, cand, pos, b);
-                if next != 0 {
-                    return self.set(Frame::Fmt { node, cand: next, pos: pos + 1 });
-                }
-                if !string_format::ends(alts, cand, pos) {
+                if !s.nodes[node].ends(cand, pos) {
                     return false;
                 }
                 self.value_done();
@@ -750,10 +755,6 @@ impl Run {
     }
 }
 
-/// The literals among `cand` whose byte `pos` is `b`.
-fn matching(lits: &[Vec<u8>], cand: u64, pos: usize, b: u8) -> u64 {
-    (0..lits.len()).filter(|&i| cand >> i & 1 == 1 && lits[i].get(pos) == Some(&b)).fold(0, |m, i| m | 1 << i)
-}
 
 #[cfg(test)]
 mod tests {
