@@ -13,7 +13,7 @@
 //!
 //! Packed layout, per group of 16 weight rows (the last group padded with zero rows), per block
 //! of 32 elements: the quants as unsigned values (`u = q + 2^SH` for the Q8_0 family, the stored
-//! unsigned quant for the Q8_1 family), then 16 block scales `d`, then 16 mins `m` (Q8_1 family
+//! unsigned quant for the Q8_1 family; the AVX2 tile reads Q8_0 as the file's signed `q`), then 16 block scales `d`, then 16 mins `m` (Q8_1 family
 //! only; Q8_0-family blocks end after `d`); scales and mins are f16 for the 32-element block
 //! formats (the file's own values) and f32 for the k-quants (`d·sc` is not an f16). Q8_0 keeps one byte per quant: byte
 //! `t·64 + 4r + c` = element `4t + c` of row `r` (t < 8). Every other format keeps the low 4 bits
@@ -211,6 +211,9 @@ impl PackedMatrix {
         let nb = k / 32;
         let ng = n.div_ceil(PNR);
         let group_bytes = nb * block_bytes;
+        let vnni = crate::simd::level() == crate::simd::Level::Avx512;
+        // the AVX2 tile multiplies Q8_0's signed quants as they are (`|q|·sign(x, q)`)
+        let q8_signed = t == GgmlType::Q8_0 && !vnni;
         let mut data = vec![A64([0; 64]); (ng * group_bytes).div_ceil(64)];
         let base = crate::matmul::SendPtr(data.as_mut_ptr() as *mut u8);
         let fill = |g: usize| {
@@ -248,8 +251,9 @@ impl PackedMatrix {
                             }
                         }
                     } else {
+                        let flip = if q8_signed { 0x8080_8080 } else { 0 };
                         for tt in 0..8 {
-                            put(blk, tt * 64 + 4 * r, uw(4 * tt));
+                            put(blk, tt * 64 + 4 * r, uw(4 * tt) ^ flip);
                         }
                     }
                     for (off, v) in [(0, d), (sb, m)].into_iter().take(1 + has_m as usize) {
@@ -284,9 +288,26 @@ impl PackedMatrix {
             min,
             sh,
             block_bytes,
-            vnni: crate::simd::level() == crate::simd::Level::Avx512,
+            vnni,
             data,
         })
+    }
+
+    /// Runs the tiles with AVX-512 VNNI or AVX2 from now on (tests compare the two on one
+    /// machine); Q8_0's quants are rewritten between the two tiles' forms (`q + 128`, `q`).
+    #[cfg(test)]
+    pub(crate) fn set_vnni(&mut self, vnni: bool) {
+        if self.t == GgmlType::Q8_0 && vnni != self.vnni {
+            let qb = self.quant_bytes();
+            let bb = self.block_bytes;
+            let len = self.n.div_ceil(PNR) * self.group_bytes();
+            // SAFETY: the packed data holds `len` bytes (groups of whole blocks).
+            let bytes = unsafe { std::slice::from_raw_parts_mut(self.data.as_mut_ptr() as *mut u8, len) };
+            for blk in bytes.chunks_exact_mut(bb) {
+                blk[..qb].iter_mut().for_each(|v| *v ^= 0x80);
+            }
+        }
+        self.vnni = vnni;
     }
 
     pub fn ggml_type(&self) -> GgmlType {
@@ -412,6 +433,7 @@ impl PackedMatrix {
                 y,
                 ldy,
                 ncols,
+                prefetch: true,
             };
             if self.hb > 0 && nx > self.rows_per_pass() {
                 // rebuild the group's bytes once for all passes (see `rows_per_tile`)
@@ -425,7 +447,7 @@ impl PackedMatrix {
                     }
                     let out = buf.as_mut_ptr() as *mut u8;
                     avx2::unpack_group(&a, self.hb as usize, scale_bytes, out);
-                    let bytes = Args { wg: out, bb: ob, ..a };
+                    let bytes = Args { wg: out, bb: ob, prefetch: false, ..a };
                     if !self.vnni {
                         let kind = if self.sub16() { avx2::Kind::Sub16Bytes } else { avx2::Kind::Bits5Bytes };
                         return avx2::tile(&bytes, kind, self.min, self.f16s, nx);
@@ -525,6 +547,9 @@ pub(crate) struct Args {
     y: *mut f32,
     ldy: usize,
     ncols: usize,
+    /// Whether the tile asks for the bytes a page ahead (see [`prefetch_ahead`]): only the first
+    /// pass over a group in memory; later passes and unpacked copies find theirs in cache.
+    prefetch: bool,
 }
 
 /// How far past the block it multiplies a tile asks for weight bytes. The hardware prefetchers

@@ -13,7 +13,8 @@
 //! - 5-bit (u ≤ 31, Q8_0/Q8_1 activations |x| ≤ 127): 4 chunks ≤ 31496;
 //! - Q6_K (u ≤ 63): 2 chunks ≤ 32256;
 //! - Q8_0 (u = q + 128 would overflow): `|q|` against `sign(x, q)` (≤ 32512), one chunk at a
-//!   time; the block sum is then Σq·x, which is the VNNI tile's −128·Σx + Σu·x.
+//!   time, so the AVX2 pack keeps the file's signed `q`; the block sum is then Σq·x, which is the
+//!   VNNI tile's −128·Σx + Σu·x.
 
 use super::Args;
 use core::arch::x86_64::*;
@@ -23,6 +24,12 @@ use core::arch::x86_64::*;
 /// two integer sums per row: both measure fastest with 3.
 pub(super) const MR: usize = 4;
 pub(super) const MR_WIDE: usize = 3;
+/// Activation rows of one Q8_0 pass over both halves (two i32 sums per row).
+const MR_Q8: usize = 4;
+/// Activation rows of one unpacked 5-bit pass over both halves (two i16 and two i32 sums per row).
+const MR_BITS5: usize = 3;
+/// Activation rows of one unpacked-Q6_K pass over both halves (four i32 sums per row).
+const MR_Q6: usize = 4;
 
 /// How a packed block is read.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -31,7 +38,7 @@ pub(super) enum Kind {
     Nibbles,
     /// 5-bit quants: nibbles and one high-bit plane (Q5_0, Q5_1).
     Bits5,
-    /// Q8_0 (stored as q + 128).
+    /// Q8_0 (the signed quants).
     Bytes8,
     /// Q6_K: nibbles and two high-bit planes, two scales per block.
     Sub16,
@@ -50,7 +57,9 @@ pub(super) unsafe fn unpack_group(a: &Args, hb: usize, scale_bytes: usize, out: 
     let hmask = _mm256_set1_epi8((((1 << hb) - 1) << 4) as i8);
     for b in 0..a.nb {
         let (src, dst) = (a.wg.add(b * a.bb), out.add(b * ob));
-        super::prefetch_ahead(src, a.bb);
+        if a.prefetch {
+            super::prefetch_ahead(src, a.bb);
+        }
         for h in 0..2 {
             for t in 0..4 {
                 let v = ld(src.add(64 * t + 32 * h));
@@ -70,7 +79,7 @@ pub(super) unsafe fn unpack_group(a: &Args, hb: usize, scale_bytes: usize, out: 
 #[inline(always)]
 unsafe fn half_block<const R: usize>(a: &Args, b: usize, h: usize) -> *const u8 {
     let wb = a.wg.add(b * a.bb + 32 * h);
-    if h == 0 && R > 1 {
+    if h == 0 && R > 1 && a.prefetch {
         super::prefetch_ahead(wb, a.bb);
     }
     wb
@@ -158,6 +167,17 @@ unsafe fn widen(s16: __m256i) -> __m256i {
 pub(super) unsafe fn tile(a: &Args, kind: Kind, min: bool, f16s: bool, nx: usize) {
     let halves = if a.ncols > 8 { 2 } else { 1 };
     let mr = if matches!(kind, Kind::Bytes8 | Kind::Sub16 | Kind::Sub16Bytes) { MR_WIDE } else { MR };
+    if halves == 2 && nx > 1 {
+        match (kind, min, f16s) {
+            (Kind::Bytes8, _, _) => return bytes8_both_halves(a, nx),
+            (Kind::Bits5Bytes, true, _) => return bits5_bytes_both_halves::<true>(a, nx),
+            (Kind::Bits5Bytes, false, _) => return bits5_bytes_both_halves::<false>(a, nx),
+            _ => {}
+        }
+    }
+    if kind == Kind::Sub16Bytes && halves == 2 {
+        return sub16_bytes_both_halves(a, nx);
+    }
     let mut j0 = 0;
     while j0 < nx {
         let r = (nx - j0).min(mr);
@@ -165,6 +185,8 @@ pub(super) unsafe fn tile(a: &Args, kind: Kind, min: bool, f16s: bool, nx: usize
         let both = r == 1 && halves == 2;
         let passes = if both { 1 } else { halves };
         for h in 0..passes {
+            // the group's bytes are in cache after the first pass
+            let a = &Args { prefetch: a.prefetch && j0 == 0 && h == 0, ..*a };
             // `$f::<prefix.., R, H>`: both halves of one row, or half h for the pass's row count
             // R (at most `$max`)
             macro_rules! halves {
@@ -206,7 +228,6 @@ unsafe fn half<const K: u8, const MIN: bool, const F16S: bool, const R: usize, c
     let qb = super::quant_bytes(K < 2, (K == 1) as u32);
     let x0 = a.x.add(j0 * xs);
     let m0f = _mm256_set1_epi8(0x0f);
-    let flip = _mm256_set1_epi8(-128);
     over_blocks::<R, H>(a, j0, h0, |b, h, wb, facc| {
         let xb = x0.add(32 * b);
         let so = k + 4 * nb + 4 * b;
@@ -266,7 +287,7 @@ unsafe fn half<const K: u8, const MIN: bool, const F16S: bool, const R: usize, c
             }
         } else {
             for t in 0..8 {
-                let q = _mm256_xor_si256(ld(wb.add(64 * t)), flip);
+                let q = ld(wb.add(64 * t));
                 let aq = _mm256_abs_epi8(q);
                 for j in 0..R {
                     let sx = _mm256_sign_epi8(bx(xb.add(j * xs + 4 * t)), q);
@@ -294,6 +315,201 @@ unsafe fn half<const K: u8, const MIN: bool, const F16S: bool, const R: usize, c
             }
         }
     });
+}
+
+/// Q8_0 rows in passes of at most [`MR_Q8`], each pass over all 16 weight rows: a broadcast
+/// activation serves both halves, so a pass pays one broadcast per row and chunk where one
+/// half per pass pays two.
+unsafe fn bytes8_both_halves(a: &Args, nx: usize) {
+    let mut j0 = 0;
+    while j0 < nx {
+        let r = (nx - j0).min(MR_Q8);
+        let a = &Args { prefetch: a.prefetch && j0 == 0, ..*a };
+        match r {
+            1 => bytes8_pass::<1>(a, j0),
+            2 => bytes8_pass::<2>(a, j0),
+            3 => bytes8_pass::<3>(a, j0),
+            _ => bytes8_pass::<MR_Q8>(a, j0),
+        }
+        j0 += r;
+    }
+}
+
+/// Rows `j0..j0 + R` against all 16 weight rows of a Q8_0 group: per chunk `|q|` of both halves
+/// once, then per row one broadcast, and per row and half `sign`, `vpmaddubsw`, `vpmaddwd`, add.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn bytes8_pass<const R: usize>(a: &Args, j0: usize) {
+    let (nb, k, xs) = (a.nb, a.k, a.xs);
+    let x0 = a.x.add(j0 * xs);
+    let mut facc = [[_mm256_setzero_ps(); R]; 2];
+    for b in 0..nb {
+        let wb = a.wg.add(b * a.bb);
+        if R > 1 && a.prefetch {
+            super::prefetch_ahead(wb, a.bb);
+        }
+        let xb = x0.add(32 * b);
+        let mut ia = [[_mm256_setzero_si256(); R]; 2];
+        // kept rolled: unrolled, the compiler hoists every chunk's broadcasts and spills the sums
+        for t in 0..core::hint::black_box(8) {
+            let q = [ld(wb.add(64 * t)), ld(wb.add(64 * t + 32))];
+            let aq = [_mm256_abs_epi8(q[0]), _mm256_abs_epi8(q[1])];
+            for j in 0..R {
+                let x = bx(xb.add(j * xs + 4 * t));
+                for h in 0..2 {
+                    let p = _mm256_maddubs_epi16(aq[h], _mm256_sign_epi8(x, q[h]));
+                    ia[h][j] = _mm256_add_epi32(ia[h][j], widen(p));
+                }
+            }
+        }
+        let sc = wb.add(super::quant_bytes(false, 0));
+        for h in 0..2 {
+            let dw = scales::<true>(sc, h);
+            for j in 0..R {
+                let dx = _mm256_set1_ps((x0.add(j * xs + k + 4 * b) as *const f32).read_unaligned());
+                facc[h][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[h][j]), _mm256_mul_ps(dw, dx), facc[h][j]);
+            }
+        }
+    }
+    store::<R>(a, j0, 0, &facc[0]);
+    store::<R>(a, j0, 1, &facc[1]);
+}
+
+/// Unpacked 5-bit rows (Q5_0, Q5_1) in passes of at most [`MR_BITS5`], each over all 16 weight
+/// rows (as [`bytes8_both_halves`]). (4-bit nibbles measured no faster this way: they keep
+/// [`half`], whose four rows share each nibble split.)
+unsafe fn bits5_bytes_both_halves<const MIN: bool>(a: &Args, nx: usize) {
+    let mut j0 = 0;
+    while j0 < nx {
+        let r = (nx - j0).min(MR_BITS5);
+        match r {
+            1 => bits5_bytes_pass::<MIN, 1>(a, j0),
+            2 => bits5_bytes_pass::<MIN, 2>(a, j0),
+            _ => bits5_bytes_pass::<MIN, MR_BITS5>(a, j0),
+        }
+        j0 += r;
+    }
+}
+
+/// Rows `j0..j0 + R` against all 16 weight rows of an unpacked 5-bit group: [`half`]'s sums and
+/// f32 steps per half (`K` 3), with each activation broadcast once for both halves.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn bits5_bytes_pass<const MIN: bool, const R: usize>(a: &Args, j0: usize) {
+    let (nb, k, xs) = (a.nb, a.k, a.xs);
+    let x0 = a.x.add(j0 * xs);
+    let mut facc = [[_mm256_setzero_ps(); R]; 2];
+    for b in 0..nb {
+        let wb = a.wg.add(b * a.bb);
+        let xb = x0.add(32 * b);
+        let so = k + 4 * nb + 4 * b;
+        // the Q8_0 family starts at the folded offset correction (see `half`)
+        let start = |j: usize| {
+            if MIN {
+                _mm256_setzero_si256()
+            } else {
+                _mm256_set1_epi32((x0.add(j * xs + so) as *const i32).read_unaligned())
+            }
+        };
+        let mut ia: [[__m256i; R]; 2] = [core::array::from_fn(start), core::array::from_fn(start)];
+        // 4 chunks at a time in i16 (the 5-bit bound in the module docs)
+        for t0 in [0, 4] {
+            let mut s16 = [[_mm256_setzero_si256(); R]; 2];
+            for t in t0..t0 + 4 {
+                let v = [ld(wb.add(64 * t)), ld(wb.add(64 * t + 32))];
+                for j in 0..R {
+                    let x = bx(xb.add(j * xs + 4 * t));
+                    for h in 0..2 {
+                        s16[h][j] = _mm256_add_epi16(s16[h][j], _mm256_maddubs_epi16(v[h], x));
+                    }
+                }
+            }
+            for h in 0..2 {
+                for j in 0..R {
+                    ia[h][j] = _mm256_add_epi32(ia[h][j], widen(s16[h][j]));
+                }
+            }
+        }
+        let sc = wb.add(super::quant_bytes(false, 0));
+        for h in 0..2 {
+            let dw = scales::<true>(sc, h);
+            for j in 0..R {
+                let px = x0.add(j * xs);
+                let dx = _mm256_set1_ps((px.add(k + 4 * b) as *const f32).read_unaligned());
+                facc[h][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[h][j]), _mm256_mul_ps(dw, dx), facc[h][j]);
+                if MIN {
+                    let mw = scales::<true>(sc.add(super::scale_bytes(true)), h);
+                    let sx = _mm256_set1_ps((px.add(so) as *const f32).read_unaligned());
+                    facc[h][j] = _mm256_fmadd_ps(mw, sx, facc[h][j]);
+                }
+            }
+        }
+    }
+    store::<R>(a, j0, 0, &facc[0]);
+    store::<R>(a, j0, 1, &facc[1]);
+}
+
+/// Unpacked Q6_K rows in passes of at most [`MR_Q6`], each over all 16 weight rows (as
+/// [`bytes8_both_halves`]).
+unsafe fn sub16_bytes_both_halves(a: &Args, nx: usize) {
+    let mut j0 = 0;
+    while j0 < nx {
+        let r = (nx - j0).min(MR_Q6);
+        match r {
+            1 => sub16_bytes_pass::<1>(a, j0),
+            2 => sub16_bytes_pass::<2>(a, j0),
+            3 => sub16_bytes_pass::<3>(a, j0),
+            _ => sub16_bytes_pass::<MR_Q6>(a, j0),
+        }
+        j0 += r;
+    }
+}
+
+/// Rows `j0..j0 + R` against all 16 weight rows of an unpacked Q6_K group: [`half16`]'s sums
+/// and f32 steps per half, with each activation broadcast once for both halves.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn sub16_bytes_pass<const R: usize>(a: &Args, j0: usize) {
+    let (nb, k, xs) = (a.nb, a.k, a.xs);
+    let x0 = a.x.add(j0 * xs);
+    let mut facc = [[_mm256_setzero_ps(); R]; 2];
+    for b in 0..nb {
+        let wb = a.wg.add(b * a.bb);
+        let xb = x0.add(32 * b);
+        let so = k + 4 * nb + 8 * b;
+        let mut v = [[[_mm256_setzero_ps(); R]; 2]; 2];
+        for (sb, vs) in v.iter_mut().enumerate() {
+            let start = |j: usize| _mm256_set1_epi32((x0.add(j * xs + so + 4 * sb) as *const i32).read_unaligned());
+            let mut acc: [[__m256i; R]; 2] = [core::array::from_fn(start), core::array::from_fn(start)];
+            // kept rolled, as in `bytes8_pass`
+            for t0 in (0..core::hint::black_box(4)).step_by(2) {
+                let c = 64 * (4 * sb + t0);
+                let u = [[ld(wb.add(c)), ld(wb.add(c + 64))], [ld(wb.add(c + 32)), ld(wb.add(c + 96))]];
+                let xo = 16 * sb + 4 * t0;
+                for j in 0..R {
+                    let (xa, xc) = (bx(xb.add(j * xs + xo)), bx(xb.add(j * xs + xo + 4)));
+                    for h in 0..2 {
+                        let p = _mm256_add_epi16(_mm256_maddubs_epi16(u[h][0], xa), _mm256_maddubs_epi16(u[h][1], xc));
+                        acc[h][j] = _mm256_add_epi32(acc[h][j], widen(p));
+                    }
+                }
+            }
+            for h in 0..2 {
+                for j in 0..R {
+                    vs[h][j] = _mm256_cvtepi32_ps(acc[h][j]);
+                }
+            }
+        }
+        let qb = super::quant_bytes(false, 2);
+        for h in 0..2 {
+            let d0 = _mm256_loadu_ps(wb.add(qb + 32 * h) as *const f32);
+            let d1 = _mm256_loadu_ps(wb.add(qb + 64 + 32 * h) as *const f32);
+            for j in 0..R {
+                let dx = _mm256_set1_ps((x0.add(j * xs + k + 4 * b) as *const f32).read_unaligned());
+                let s = _mm256_fmadd_ps(v[0][h][j], d0, _mm256_mul_ps(v[1][h][j], d1));
+                facc[h][j] = _mm256_fmadd_ps(s, dx, facc[h][j]);
+            }
+        }
+    }
+    store::<R>(a, j0, 0, &facc[0]);
+    store::<R>(a, j0, 1, &facc[1]);
 }
 
 /// Q6_K: two 16-element sub-blocks per block, each starting at its own folded correction;

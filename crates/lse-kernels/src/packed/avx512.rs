@@ -38,7 +38,9 @@ pub(super) unsafe fn tile<const NIB: bool, const HB: u32, const MIN: bool, const
     let mut facc = [_mm512_setzero_ps(); MR];
     for b in 0..nb {
         let wb = a.wg.add(b * a.bb);
-        super::prefetch_ahead(wb, a.bb);
+        if a.prefetch {
+            super::prefetch_ahead(wb, a.bb);
+        }
         let xb = a.x.add(32 * b);
         let so = k + 4 * nb + 4 * b;
         // Q8_0 family: the sums start at the folded offset correction −(Σx << SH)
@@ -143,7 +145,9 @@ pub(super) unsafe fn tile16<const PLANES: bool, const MR: usize>(a: &Args) {
     let mut facc = [_mm512_setzero_ps(); MR];
     for b in 0..nb {
         let wb = a.wg.add(b * a.bb);
-        super::prefetch_ahead(wb, a.bb);
+        if a.prefetch {
+            super::prefetch_ahead(wb, a.bb);
+        }
         let xb = a.x.add(32 * b);
         let so = k + 4 * nb + 8 * b;
         let start = |j: usize, o: usize| _mm512_set1_epi32((a.x.add(j * xs + so + o) as *const i32).read_unaligned());

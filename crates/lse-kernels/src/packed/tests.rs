@@ -54,7 +54,7 @@ fn avx2_tile_equals_vnni_tile() {
                 let mut p = PackedMatrix::new(&pool, t, &w, n, k).unwrap();
                 let mut y512 = vec![f32::NAN; m * n];
                 matmul_packed(&pool, &p, &x, m, &mut y512);
-                p.vnni = false;
+                p.set_vnni(false);
                 let mut y2 = vec![f32::NAN; m * n];
                 matmul_packed(&pool, &p, &x, m, &mut y2);
                 let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
