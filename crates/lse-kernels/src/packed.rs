@@ -382,10 +382,21 @@ impl PackedMatrix {
     /// AVX2 tile; Q6_K's two planes on VNNI): the tile then rebuilds the group's bytes once for
     /// all its passes instead of once per pass.
     pub(crate) fn rows_per_tile(&self) -> usize {
-        if self.hb > 0 && (!self.vnni || self.sub16()) {
+        if self.unpacks() {
             UNPACK_ROWS
         } else {
             PMR
+        }
+    }
+
+    /// Whether tiles over more rows than one pass rebuild a group's quants as bytes once per
+    /// call ([`UNPACK_ROWS`] rows) instead of from nibbles (and planes) on every pass: AVX2 for
+    /// every nibble format, VNNI for Q6_K's two planes.
+    fn unpacks(&self) -> bool {
+        if self.vnni {
+            self.sub16()
+        } else {
+            self.nib
         }
     }
 
@@ -435,7 +446,7 @@ impl PackedMatrix {
                 ncols,
                 prefetch: true,
             };
-            if self.hb > 0 && nx > self.rows_per_pass() {
+            if self.unpacks() && nx > self.rows_per_pass() {
                 // rebuild the group's bytes once for all passes (see `rows_per_tile`)
                 let scale_bytes = self.block_bytes - self.quant_bytes();
                 let ob = 512 + scale_bytes;
@@ -446,10 +457,14 @@ impl PackedMatrix {
                         buf.resize(need, A64([0; 64]));
                     }
                     let out = buf.as_mut_ptr() as *mut u8;
-                    avx2::unpack_group(&a, self.hb as usize, scale_bytes, out);
+                    match self.hb {
+                        0 => avx2::unpack_group::<0>(&a, scale_bytes, out),
+                        1 => avx2::unpack_group::<1>(&a, scale_bytes, out),
+                        _ => avx2::unpack_group::<2>(&a, scale_bytes, out),
+                    }
                     let bytes = Args { wg: out, bb: ob, prefetch: false, ..a };
                     if !self.vnni {
-                        let kind = if self.sub16() { avx2::Kind::Sub16Bytes } else { avx2::Kind::Bits5Bytes };
+                        let kind = if self.sub16() { avx2::Kind::Sub16Bytes } else { avx2::Kind::NibBytes };
                         return avx2::tile(&bytes, kind, self.min, self.f16s, nx);
                     }
                     for j0 in (0..nx).step_by(PMR) {

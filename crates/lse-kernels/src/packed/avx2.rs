@@ -26,8 +26,8 @@ pub(super) const MR: usize = 4;
 pub(super) const MR_WIDE: usize = 3;
 /// Activation rows of one Q8_0 pass over both halves (two i32 sums per row).
 const MR_Q8: usize = 4;
-/// Activation rows of one unpacked 5-bit pass over both halves (two i16 and two i32 sums per row).
-const MR_BITS5: usize = 3;
+/// Activation rows of one unpacked 4- or 5-bit pass over both halves (two i16 and two i32 sums per row).
+const MR_NIB_BYTES: usize = 4;
 /// Activation rows of one unpacked-Q6_K pass over both halves (four i32 sums per row).
 const MR_Q6: usize = 4;
 
@@ -42,9 +42,9 @@ pub(super) enum Kind {
     Bytes8,
     /// Q6_K: nibbles and two high-bit planes, two scales per block.
     Sub16,
-    /// A group of 5-bit or Q6_K quants unpacked to one byte per quant by [`unpack_group`]
+    /// A group of 4-bit, 5-bit or Q6_K quants unpacked to one byte per quant by [`unpack_group`]
     /// (the Q8_0 byte order; scales at byte 512 of a block).
-    Bits5Bytes,
+    NibBytes,
     Sub16Bytes,
 }
 
@@ -52,7 +52,8 @@ pub(super) enum Kind {
 /// quant into `out` (blocks of 512 bytes of quants and the `scale_bytes` copied), so that several passes over many
 /// activation rows rebuild each quant once instead of once per pass.
 #[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn unpack_group(a: &Args, hb: usize, scale_bytes: usize, out: *mut u8) {
+pub(super) unsafe fn unpack_group<const HB: usize>(a: &Args, scale_bytes: usize, out: *mut u8) {
+    let hb = HB;
     let ob = 512 + scale_bytes;
     let hmask = _mm256_set1_epi8((((1 << hb) - 1) << 4) as i8);
     for b in 0..a.nb {
@@ -64,8 +65,11 @@ pub(super) unsafe fn unpack_group(a: &Args, hb: usize, scale_bytes: usize, out: 
             for t in 0..4 {
                 let v = ld(src.add(64 * t + 32 * h));
                 for (lo, s) in [(true, t), (false, 4 + t)] {
-                    let bits = chunk_bits(src.add(256 + 32 * h), hb, s);
-                    let u = _mm256_or_si256(nibbles(v, lo), _mm256_and_si256(bits, hmask));
+                    let mut u = nibbles(v, lo);
+                    if HB > 0 {
+                        let bits = chunk_bits(src.add(256 + 32 * h), hb, s);
+                        u = _mm256_or_si256(u, _mm256_and_si256(bits, hmask));
+                    }
                     _mm256_storeu_si256(dst.add(64 * s + 32 * h) as *mut __m256i, u);
                 }
             }
@@ -170,8 +174,9 @@ pub(super) unsafe fn tile(a: &Args, kind: Kind, min: bool, f16s: bool, nx: usize
     if halves == 2 && nx > 1 {
         match (kind, min, f16s) {
             (Kind::Bytes8, _, _) => return bytes8_both_halves(a, nx),
-            (Kind::Bits5Bytes, true, _) => return bits5_bytes_both_halves::<true>(a, nx),
-            (Kind::Bits5Bytes, false, _) => return bits5_bytes_both_halves::<false>(a, nx),
+            (Kind::NibBytes, true, true) => return nib_bytes_both_halves::<true, true>(a, nx),
+            (Kind::NibBytes, true, false) => return nib_bytes_both_halves::<true, false>(a, nx),
+            (Kind::NibBytes, false, _) => return nib_bytes_both_halves::<false, true>(a, nx),
             _ => {}
         }
     }
@@ -210,8 +215,9 @@ pub(super) unsafe fn tile(a: &Args, kind: Kind, min: bool, f16s: bool, nx: usize
                 (Kind::Bits5, true, _) => halves!(half, 1, true, true; 4),
                 (Kind::Bits5, false, _) => halves!(half, 1, false, true; 4),
                 (Kind::Bytes8, _, _) => halves!(half, 2, false, true; 3),
-                (Kind::Bits5Bytes, true, _) => halves!(half, 3, true, true; 4),
-                (Kind::Bits5Bytes, false, _) => halves!(half, 3, false, true; 4),
+                (Kind::NibBytes, true, true) => halves!(half, 3, true, true; 4),
+                (Kind::NibBytes, true, false) => halves!(half, 3, true, false; 4),
+                (Kind::NibBytes, false, _) => halves!(half, 3, false, true; 4),
                 (Kind::Sub16, _, _) => halves!(half16, true; 3),
                 (Kind::Sub16Bytes, _, _) => halves!(half16, false; 3),
             }
@@ -374,26 +380,26 @@ unsafe fn bytes8_pass<const R: usize>(a: &Args, j0: usize) {
     store::<R>(a, j0, 1, &facc[1]);
 }
 
-/// Unpacked 5-bit rows (Q5_0, Q5_1) in passes of at most [`MR_BITS5`], each over all 16 weight
-/// rows (as [`bytes8_both_halves`]). (4-bit nibbles measured no faster this way: they keep
-/// [`half`], whose four rows share each nibble split.)
-unsafe fn bits5_bytes_both_halves<const MIN: bool>(a: &Args, nx: usize) {
+/// Unpacked 4- and 5-bit rows in passes of at most [`MR_NIB_BYTES`], each over all 16 weight rows
+/// (as [`bytes8_both_halves`]).
+unsafe fn nib_bytes_both_halves<const MIN: bool, const F16S: bool>(a: &Args, nx: usize) {
     let mut j0 = 0;
     while j0 < nx {
-        let r = (nx - j0).min(MR_BITS5);
+        let r = (nx - j0).min(MR_NIB_BYTES);
         match r {
-            1 => bits5_bytes_pass::<MIN, 1>(a, j0),
-            2 => bits5_bytes_pass::<MIN, 2>(a, j0),
-            _ => bits5_bytes_pass::<MIN, MR_BITS5>(a, j0),
+            1 => nib_bytes_pass::<MIN, F16S, 1>(a, j0),
+            2 => nib_bytes_pass::<MIN, F16S, 2>(a, j0),
+            3 => nib_bytes_pass::<MIN, F16S, 3>(a, j0),
+            _ => nib_bytes_pass::<MIN, F16S, MR_NIB_BYTES>(a, j0),
         }
         j0 += r;
     }
 }
 
-/// Rows `j0..j0 + R` against all 16 weight rows of an unpacked 5-bit group: [`half`]'s sums and
-/// f32 steps per half (`K` 3), with each activation broadcast once for both halves.
+/// Rows `j0..j0 + R` against all 16 weight rows of an unpacked 4- or 5-bit group: [`half`]'s sums
+/// and f32 steps per half (`K` 3), with each activation broadcast once for both halves.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn bits5_bytes_pass<const MIN: bool, const R: usize>(a: &Args, j0: usize) {
+unsafe fn nib_bytes_pass<const MIN: bool, const F16S: bool, const R: usize>(a: &Args, j0: usize) {
     let (nb, k, xs) = (a.nb, a.k, a.xs);
     let x0 = a.x.add(j0 * xs);
     let mut facc = [[_mm256_setzero_ps(); R]; 2];
@@ -410,10 +416,11 @@ unsafe fn bits5_bytes_pass<const MIN: bool, const R: usize>(a: &Args, j0: usize)
             }
         };
         let mut ia: [[__m256i; R]; 2] = [core::array::from_fn(start), core::array::from_fn(start)];
-        // 4 chunks at a time in i16 (the 5-bit bound in the module docs)
+        // 4 chunks at a time in i16 (the 5-bit bound in the module docs); the chunk loop kept
+        // rolled, as in `bytes8_pass`
         for t0 in [0, 4] {
             let mut s16 = [[_mm256_setzero_si256(); R]; 2];
-            for t in t0..t0 + 4 {
+            for t in t0..t0 + core::hint::black_box(4) {
                 let v = [ld(wb.add(64 * t)), ld(wb.add(64 * t + 32))];
                 for j in 0..R {
                     let x = bx(xb.add(j * xs + 4 * t));
@@ -430,13 +437,13 @@ unsafe fn bits5_bytes_pass<const MIN: bool, const R: usize>(a: &Args, j0: usize)
         }
         let sc = wb.add(super::quant_bytes(false, 0));
         for h in 0..2 {
-            let dw = scales::<true>(sc, h);
+            let dw = scales::<F16S>(sc, h);
             for j in 0..R {
                 let px = x0.add(j * xs);
                 let dx = _mm256_set1_ps((px.add(k + 4 * b) as *const f32).read_unaligned());
                 facc[h][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[h][j]), _mm256_mul_ps(dw, dx), facc[h][j]);
                 if MIN {
-                    let mw = scales::<true>(sc.add(super::scale_bytes(true)), h);
+                    let mw = scales::<F16S>(sc.add(super::scale_bytes(F16S)), h);
                     let sx = _mm256_set1_ps((px.add(so) as *const f32).read_unaligned());
                     facc[h][j] = _mm256_fmadd_ps(mw, sx, facc[h][j]);
                 }
