@@ -32,8 +32,8 @@ use lse_gguf::GgmlType;
 pub const PNR: usize = 16;
 /// Activation rows per micro-tile at most.
 pub const PMR: usize = 8;
-/// Activation rows one AVX2 tile call takes for 5-bit and Q6_K weights: each block's quants
-/// are rebuilt from nibbles and planes once per call (see [`PackedMatrix::rows_per_tile`]).
+/// Activation rows one tile call takes where a group's quants are rebuilt as bytes once per call
+/// (AVX2 nibble formats, VNNI Q6_K; see [`PackedMatrix::rows_per_tile`]).
 const UNPACK_ROWS: usize = 64;
 /// Weight rows packed between two `done` calls of [`PackedMatrix::new_releasing`].
 pub const PACK_CHUNK_ROWS: usize = 2048;
@@ -378,9 +378,9 @@ impl PackedMatrix {
     }
 
     /// Activation rows the driver hands one [`PackedMatrix::tile`] call: [`PMR`], or more where
-    /// rebuilding 5/6-bit quants from nibbles and planes costs as much as their multiplies (the
-    /// AVX2 tile; Q6_K's two planes on VNNI): the tile then rebuilds the group's bytes once for
-    /// all its passes instead of once per pass.
+    /// rebuilding quants from nibbles (and planes) costs as much as their multiplies (every
+    /// nibble format on AVX2; Q6_K's two planes on VNNI): the tile then rebuilds the group's bytes
+    /// once for all its passes instead of once per pass.
     pub(crate) fn rows_per_tile(&self) -> usize {
         if self.unpacks() {
             UNPACK_ROWS
