@@ -24,12 +24,9 @@ use core::arch::x86_64::*;
 /// two integer sums per row: both measure fastest with 3.
 pub(super) const MR: usize = 4;
 pub(super) const MR_WIDE: usize = 3;
-/// Activation rows of one Q8_0 pass over both halves (two i32 sums per row).
-const MR_Q8: usize = 4;
-/// Activation rows of one unpacked 4- or 5-bit pass over both halves (two i16 and two i32 sums per row).
-const MR_NIB_BYTES: usize = 4;
-/// Activation rows of one unpacked-Q6_K pass over both halves (four i32 sums per row).
-const MR_Q6: usize = 4;
+/// Activation rows of one pass over both halves (Q8_0 and groups rebuilt as bytes: two i32 sums
+/// per row, and two i16 or two more i32 ones).
+const MR_BOTH: usize = 4;
 
 /// How a packed block is read.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -111,6 +108,23 @@ unsafe fn over_blocks<const R: usize, const H: usize>(
     }
 }
 
+/// [`over_blocks`] for a pass over both halves: `block(b, wb, sums)` for every block `b` (`wb` its
+/// bytes, `sums` both halves' f32 sums of the `R` rows), then the sums stored.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn over_blocks_both<const R: usize>(a: &Args, j0: usize, mut block: impl FnMut(usize, *const u8, &mut [[__m256; R]; 2])) {
+    let mut facc = [[_mm256_setzero_ps(); R]; 2];
+    for b in 0..a.nb {
+        let wb = a.wg.add(b * a.bb);
+        if R > 1 && a.prefetch {
+            super::prefetch_ahead(wb, a.bb);
+        }
+        block(b, wb, &mut facc);
+    }
+    store::<R>(a, j0, 0, &facc[0]);
+    store::<R>(a, j0, 1, &facc[1]);
+}
+
 #[inline(always)]
 unsafe fn bx(p: *const u8) -> __m256i {
     _mm256_set1_epi32((p as *const i32).read_unaligned())
@@ -171,17 +185,34 @@ unsafe fn widen(s16: __m256i) -> __m256i {
 pub(super) unsafe fn tile(a: &Args, kind: Kind, min: bool, f16s: bool, nx: usize) {
     let halves = if a.ncols > 8 { 2 } else { 1 };
     let mr = if matches!(kind, Kind::Bytes8 | Kind::Sub16 | Kind::Sub16Bytes) { MR_WIDE } else { MR };
+    // Q8_0 and groups rebuilt as bytes: rows in passes of at most `MR_BOTH`, each over both
+    // halves (an activation broadcast serves 16 weight rows)
+    macro_rules! both_halves {
+        ($f:ident $(, $g:tt)*) => {{
+            let mut j0 = 0;
+            while j0 < nx {
+                let r = (nx - j0).min(MR_BOTH);
+                let a = &Args { prefetch: a.prefetch && j0 == 0, ..*a };
+                match r {
+                    1 => $f::<$($g,)* 1>(a, j0),
+                    2 => $f::<$($g,)* 2>(a, j0),
+                    3 => $f::<$($g,)* 3>(a, j0),
+                    _ => $f::<$($g,)* MR_BOTH>(a, j0),
+                }
+                j0 += r;
+            }
+            return;
+        }};
+    }
     if halves == 2 && nx > 1 {
         match (kind, min, f16s) {
-            (Kind::Bytes8, _, _) => return bytes8_both_halves(a, nx),
-            (Kind::NibBytes, true, true) => return nib_bytes_both_halves::<true, true>(a, nx),
-            (Kind::NibBytes, true, false) => return nib_bytes_both_halves::<true, false>(a, nx),
-            (Kind::NibBytes, false, _) => return nib_bytes_both_halves::<false, true>(a, nx),
+            (Kind::Bytes8, _, _) => both_halves!(bytes8_pass),
+            (Kind::NibBytes, true, true) => both_halves!(nib_bytes_pass, true, true),
+            (Kind::NibBytes, true, false) => both_halves!(nib_bytes_pass, true, false),
+            (Kind::NibBytes, false, _) => both_halves!(nib_bytes_pass, false, true),
+            (Kind::Sub16Bytes, _, _) => both_halves!(sub16_bytes_pass),
             _ => {}
         }
-    }
-    if kind == Kind::Sub16Bytes && halves == 2 {
-        return sub16_bytes_both_halves(a, nx);
     }
     let mut j0 = 0;
     while j0 < nx {
@@ -323,36 +354,13 @@ unsafe fn half<const K: u8, const MIN: bool, const F16S: bool, const R: usize, c
     });
 }
 
-/// Q8_0 rows in passes of at most [`MR_Q8`], each pass over all 16 weight rows: a broadcast
-/// activation serves both halves, so a pass pays one broadcast per row and chunk where one
-/// half per pass pays two.
-unsafe fn bytes8_both_halves(a: &Args, nx: usize) {
-    let mut j0 = 0;
-    while j0 < nx {
-        let r = (nx - j0).min(MR_Q8);
-        let a = &Args { prefetch: a.prefetch && j0 == 0, ..*a };
-        match r {
-            1 => bytes8_pass::<1>(a, j0),
-            2 => bytes8_pass::<2>(a, j0),
-            3 => bytes8_pass::<3>(a, j0),
-            _ => bytes8_pass::<MR_Q8>(a, j0),
-        }
-        j0 += r;
-    }
-}
-
 /// Rows `j0..j0 + R` against all 16 weight rows of a Q8_0 group: per chunk `|q|` of both halves
 /// once, then per row one broadcast, and per row and half `sign`, `vpmaddubsw`, `vpmaddwd`, add.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn bytes8_pass<const R: usize>(a: &Args, j0: usize) {
-    let (nb, k, xs) = (a.nb, a.k, a.xs);
+    let (k, xs) = (a.k, a.xs);
     let x0 = a.x.add(j0 * xs);
-    let mut facc = [[_mm256_setzero_ps(); R]; 2];
-    for b in 0..nb {
-        let wb = a.wg.add(b * a.bb);
-        if R > 1 && a.prefetch {
-            super::prefetch_ahead(wb, a.bb);
-        }
+    over_blocks_both::<R>(a, j0, |b, wb, facc| {
         let xb = x0.add(32 * b);
         let mut ia = [[_mm256_setzero_si256(); R]; 2];
         // kept rolled: unrolled, the compiler hoists every chunk's broadcasts and spills the sums
@@ -375,25 +383,7 @@ unsafe fn bytes8_pass<const R: usize>(a: &Args, j0: usize) {
                 facc[h][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[h][j]), _mm256_mul_ps(dw, dx), facc[h][j]);
             }
         }
-    }
-    store::<R>(a, j0, 0, &facc[0]);
-    store::<R>(a, j0, 1, &facc[1]);
-}
-
-/// Unpacked 4- and 5-bit rows in passes of at most [`MR_NIB_BYTES`], each over all 16 weight rows
-/// (as [`bytes8_both_halves`]).
-unsafe fn nib_bytes_both_halves<const MIN: bool, const F16S: bool>(a: &Args, nx: usize) {
-    let mut j0 = 0;
-    while j0 < nx {
-        let r = (nx - j0).min(MR_NIB_BYTES);
-        match r {
-            1 => nib_bytes_pass::<MIN, F16S, 1>(a, j0),
-            2 => nib_bytes_pass::<MIN, F16S, 2>(a, j0),
-            3 => nib_bytes_pass::<MIN, F16S, 3>(a, j0),
-            _ => nib_bytes_pass::<MIN, F16S, MR_NIB_BYTES>(a, j0),
-        }
-        j0 += r;
-    }
+    });
 }
 
 /// Rows `j0..j0 + R` against all 16 weight rows of an unpacked 4- or 5-bit group: [`half`]'s sums
@@ -402,9 +392,7 @@ unsafe fn nib_bytes_both_halves<const MIN: bool, const F16S: bool>(a: &Args, nx:
 unsafe fn nib_bytes_pass<const MIN: bool, const F16S: bool, const R: usize>(a: &Args, j0: usize) {
     let (nb, k, xs) = (a.nb, a.k, a.xs);
     let x0 = a.x.add(j0 * xs);
-    let mut facc = [[_mm256_setzero_ps(); R]; 2];
-    for b in 0..nb {
-        let wb = a.wg.add(b * a.bb);
+    over_blocks_both::<R>(a, j0, |b, wb, facc| {
         let xb = x0.add(32 * b);
         let so = k + 4 * nb + 4 * b;
         // the Q8_0 family starts at the folded offset correction (see `half`)
@@ -449,36 +437,16 @@ unsafe fn nib_bytes_pass<const MIN: bool, const F16S: bool, const R: usize>(a: &
                 }
             }
         }
-    }
-    store::<R>(a, j0, 0, &facc[0]);
-    store::<R>(a, j0, 1, &facc[1]);
-}
-
-/// Unpacked Q6_K rows in passes of at most [`MR_Q6`], each over all 16 weight rows (as
-/// [`bytes8_both_halves`]).
-unsafe fn sub16_bytes_both_halves(a: &Args, nx: usize) {
-    let mut j0 = 0;
-    while j0 < nx {
-        let r = (nx - j0).min(MR_Q6);
-        match r {
-            1 => sub16_bytes_pass::<1>(a, j0),
-            2 => sub16_bytes_pass::<2>(a, j0),
-            3 => sub16_bytes_pass::<3>(a, j0),
-            _ => sub16_bytes_pass::<MR_Q6>(a, j0),
-        }
-        j0 += r;
-    }
+    });
 }
 
 /// Rows `j0..j0 + R` against all 16 weight rows of an unpacked Q6_K group: [`half16`]'s sums
 /// and f32 steps per half, with each activation broadcast once for both halves.
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn sub16_bytes_pass<const R: usize>(a: &Args, j0: usize) {
     let (nb, k, xs) = (a.nb, a.k, a.xs);
     let x0 = a.x.add(j0 * xs);
-    let mut facc = [[_mm256_setzero_ps(); R]; 2];
-    for b in 0..nb {
-        let wb = a.wg.add(b * a.bb);
+    over_blocks_both::<R>(a, j0, |b, wb, facc| {
         let xb = x0.add(32 * b);
         let so = k + 4 * nb + 8 * b;
         let mut v = [[[_mm256_setzero_ps(); R]; 2]; 2];
@@ -514,9 +482,7 @@ unsafe fn sub16_bytes_pass<const R: usize>(a: &Args, j0: usize) {
                 facc[h][j] = _mm256_fmadd_ps(s, dx, facc[h][j]);
             }
         }
-    }
-    store::<R>(a, j0, 0, &facc[0]);
-    store::<R>(a, j0, 1, &facc[1]);
+    });
 }
 
 /// Q6_K: two 16-element sub-blocks per block, each starting at its own folded correction;
