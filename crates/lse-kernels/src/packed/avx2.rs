@@ -50,9 +50,8 @@ pub(super) enum Kind {
 /// activation rows rebuild each quant once instead of once per pass.
 #[target_feature(enable = "avx2,fma")]
 pub(super) unsafe fn unpack_group<const HB: usize>(a: &Args, scale_bytes: usize, out: *mut u8) {
-    let hb = HB;
     let ob = 512 + scale_bytes;
-    let hmask = _mm256_set1_epi8((((1 << hb) - 1) << 4) as i8);
+    let hmask = _mm256_set1_epi8((((1 << HB) - 1) << 4) as i8);
     for b in 0..a.nb {
         let (src, dst) = (a.wg.add(b * a.bb), out.add(b * ob));
         if a.prefetch {
@@ -64,14 +63,14 @@ pub(super) unsafe fn unpack_group<const HB: usize>(a: &Args, scale_bytes: usize,
                 for (lo, s) in [(true, t), (false, 4 + t)] {
                     let mut u = nibbles(v, lo);
                     if HB > 0 {
-                        let bits = chunk_bits(src.add(256 + 32 * h), hb, s);
+                        let bits = chunk_bits(src.add(256 + 32 * h), HB, s);
                         u = _mm256_or_si256(u, _mm256_and_si256(bits, hmask));
                     }
                     _mm256_storeu_si256(dst.add(64 * s + 32 * h) as *mut __m256i, u);
                 }
             }
         }
-        std::ptr::copy_nonoverlapping(src.add(super::quant_bytes(true, hb as u32)), dst.add(512), scale_bytes);
+        std::ptr::copy_nonoverlapping(src.add(super::quant_bytes(true, HB as u32)), dst.add(512), scale_bytes);
     }
 }
 
@@ -168,6 +167,46 @@ unsafe fn scales<const F16S: bool>(p: *const u8, h: usize) -> __m256 {
         _mm256_cvtph_ps(_mm_loadu_si128(p.add(16 * h) as *const __m128i))
     } else {
         _mm256_loadu_ps(p.add(32 * h) as *const f32)
+    }
+}
+
+/// Block `b`'s f32 step for half `h` of rows `x0 + j·xs` (the VNNI tile's, in its order):
+/// `facc[j] += cvt(ia[j])·(d·dx)`, then `+ m·s` with mins; `sc` is the block's scales.
+#[inline(always)]
+unsafe fn scale_block<const MIN: bool, const F16S: bool, const R: usize>(
+    a: &Args,
+    x0: *const u8,
+    b: usize,
+    sc: *const u8,
+    h: usize,
+    ia: &[__m256i; R],
+    facc: &mut [__m256; R],
+) {
+    let dw = scales::<F16S>(sc, h);
+    let mw = if MIN { scales::<F16S>(sc.add(super::scale_bytes(F16S)), h) } else { _mm256_setzero_ps() };
+    for j in 0..R {
+        let px = x0.add(j * a.xs);
+        let dx = _mm256_set1_ps((px.add(a.k + 4 * b) as *const f32).read_unaligned());
+        facc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[j]), _mm256_mul_ps(dw, dx), facc[j]);
+        if MIN {
+            let sx = _mm256_set1_ps((px.add(a.k + 4 * a.nb + 4 * b) as *const f32).read_unaligned());
+            facc[j] = _mm256_fmadd_ps(mw, sx, facc[j]);
+        }
+    }
+}
+
+/// Q6_K's f32 step of block `b` for rows `x0 + j·xs` (the VNNI tile's, in its order): the two
+/// sub-blocks' sums `sub` scaled by the half's `d·sc` at `d` and `d + 64`, then by `dx`.
+#[inline(always)]
+unsafe fn scale_block16<const R: usize>(a: &Args, x0: *const u8, b: usize, d: *const u8, sub: &[[__m256i; R]; 2], facc: &mut [__m256; R]) {
+    let d0 = _mm256_loadu_ps(d as *const f32);
+    let d1 = _mm256_loadu_ps(d.add(64) as *const f32);
+    for j in 0..R {
+        let dx = _mm256_set1_ps((x0.add(j * a.xs + a.k + 4 * b) as *const f32).read_unaligned());
+        let v0 = _mm256_cvtepi32_ps(sub[0][j]);
+        let v1 = _mm256_cvtepi32_ps(sub[1][j]);
+        let s = _mm256_fmadd_ps(v0, d0, _mm256_mul_ps(v1, d1));
+        facc[j] = _mm256_fmadd_ps(s, dx, facc[j]);
     }
 }
 
@@ -333,24 +372,7 @@ unsafe fn half<const K: u8, const MIN: bool, const F16S: bool, const R: usize, c
             }
         }
         // this half's 8 scales (and mins) of the block
-        let sc = a.wg.add(b * a.bb + qb);
-        let dw = scales::<F16S>(sc, h);
-        if MIN {
-            let mw = scales::<F16S>(sc.add(super::scale_bytes(F16S)), h);
-            for j in 0..R {
-                let px = x0.add(j * xs);
-                let dx = _mm256_set1_ps((px.add(k + 4 * b) as *const f32).read_unaligned());
-                let sx = _mm256_set1_ps((px.add(so) as *const f32).read_unaligned());
-                facc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[j]), _mm256_mul_ps(dw, dx), facc[j]);
-                facc[j] = _mm256_fmadd_ps(mw, sx, facc[j]);
-            }
-        } else {
-            for j in 0..R {
-                let px = x0.add(j * xs);
-                let dx = _mm256_set1_ps((px.add(k + 4 * b) as *const f32).read_unaligned());
-                facc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[j]), _mm256_mul_ps(dw, dx), facc[j]);
-            }
-        }
+        scale_block::<MIN, F16S, R>(a, x0, b, a.wg.add(b * a.bb + qb), h, &ia, facc);
     });
 }
 
@@ -358,7 +380,7 @@ unsafe fn half<const K: u8, const MIN: bool, const F16S: bool, const R: usize, c
 /// once, then per row one broadcast, and per row and half `sign`, `vpmaddubsw`, `vpmaddwd`, add.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn bytes8_pass<const R: usize>(a: &Args, j0: usize) {
-    let (k, xs) = (a.k, a.xs);
+    let xs = a.xs;
     let x0 = a.x.add(j0 * xs);
     over_blocks_both::<R>(a, j0, |b, wb, facc| {
         let xb = x0.add(32 * b);
@@ -375,13 +397,8 @@ unsafe fn bytes8_pass<const R: usize>(a: &Args, j0: usize) {
                 }
             }
         }
-        let sc = wb.add(super::quant_bytes(false, 0));
         for h in 0..2 {
-            let dw = scales::<true>(sc, h);
-            for j in 0..R {
-                let dx = _mm256_set1_ps((x0.add(j * xs + k + 4 * b) as *const f32).read_unaligned());
-                facc[h][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[h][j]), _mm256_mul_ps(dw, dx), facc[h][j]);
-            }
+            scale_block::<false, true, R>(a, x0, b, wb.add(super::quant_bytes(false, 0)), h, &ia[h], &mut facc[h]);
         }
     });
 }
@@ -423,19 +440,8 @@ unsafe fn nib_bytes_pass<const MIN: bool, const F16S: bool, const R: usize>(a: &
                 }
             }
         }
-        let sc = wb.add(super::quant_bytes(false, 0));
         for h in 0..2 {
-            let dw = scales::<F16S>(sc, h);
-            for j in 0..R {
-                let px = x0.add(j * xs);
-                let dx = _mm256_set1_ps((px.add(k + 4 * b) as *const f32).read_unaligned());
-                facc[h][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[h][j]), _mm256_mul_ps(dw, dx), facc[h][j]);
-                if MIN {
-                    let mw = scales::<F16S>(sc.add(super::scale_bytes(F16S)), h);
-                    let sx = _mm256_set1_ps((px.add(so) as *const f32).read_unaligned());
-                    facc[h][j] = _mm256_fmadd_ps(mw, sx, facc[h][j]);
-                }
-            }
+            scale_block::<MIN, F16S, R>(a, x0, b, wb.add(super::quant_bytes(false, 0)), h, &ia[h], &mut facc[h]);
         }
     });
 }
@@ -449,8 +455,9 @@ unsafe fn sub16_bytes_pass<const R: usize>(a: &Args, j0: usize) {
     over_blocks_both::<R>(a, j0, |b, wb, facc| {
         let xb = x0.add(32 * b);
         let so = k + 4 * nb + 8 * b;
-        let mut v = [[[_mm256_setzero_ps(); R]; 2]; 2];
-        for (sb, vs) in v.iter_mut().enumerate() {
+        // [half][sub-block][row]
+        let mut sums = [[[_mm256_setzero_si256(); R]; 2]; 2];
+        for sb in 0..2 {
             let start = |j: usize| _mm256_set1_epi32((x0.add(j * xs + so + 4 * sb) as *const i32).read_unaligned());
             let mut acc: [[__m256i; R]; 2] = [core::array::from_fn(start), core::array::from_fn(start)];
             // kept rolled, as in `bytes8_pass`
@@ -466,21 +473,11 @@ unsafe fn sub16_bytes_pass<const R: usize>(a: &Args, j0: usize) {
                     }
                 }
             }
-            for h in 0..2 {
-                for j in 0..R {
-                    vs[h][j] = _mm256_cvtepi32_ps(acc[h][j]);
-                }
-            }
+            sums[0][sb] = acc[0];
+            sums[1][sb] = acc[1];
         }
-        let qb = super::quant_bytes(false, 2);
         for h in 0..2 {
-            let d0 = _mm256_loadu_ps(wb.add(qb + 32 * h) as *const f32);
-            let d1 = _mm256_loadu_ps(wb.add(qb + 64 + 32 * h) as *const f32);
-            for j in 0..R {
-                let dx = _mm256_set1_ps((x0.add(j * xs + k + 4 * b) as *const f32).read_unaligned());
-                let s = _mm256_fmadd_ps(v[0][h][j], d0, _mm256_mul_ps(v[1][h][j], d1));
-                facc[h][j] = _mm256_fmadd_ps(s, dx, facc[h][j]);
-            }
+            scale_block16::<R>(a, x0, b, wb.add(super::quant_bytes(false, 2) + 32 * h), &sums[h], &mut facc[h]);
         }
     });
 }
@@ -517,17 +514,7 @@ unsafe fn half16<const PLANES: bool, const R: usize, const H: usize>(a: &Args, j
                 }
             }
         }
-        let qb = super::quant_bytes(PLANES, 2);
-        let d0 = _mm256_loadu_ps(wb.add(qb) as *const f32);
-        let d1 = _mm256_loadu_ps(wb.add(qb + 64) as *const f32);
-        for j in 0..R {
-            let px = x0.add(j * xs);
-            let dx = _mm256_set1_ps((px.add(k + 4 * b) as *const f32).read_unaligned());
-            let v0 = _mm256_cvtepi32_ps(sub[0][j]);
-            let v1 = _mm256_cvtepi32_ps(sub[1][j]);
-            let s = _mm256_fmadd_ps(v0, d0, _mm256_mul_ps(v1, d1));
-            facc[j] = _mm256_fmadd_ps(s, dx, facc[j]);
-        }
+        scale_block16::<R>(a, x0, b, wb.add(super::quant_bytes(PLANES, 2)), &sub, facc);
     });
 }
 
