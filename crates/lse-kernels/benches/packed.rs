@@ -3,7 +3,8 @@
 //! Each shape runs `LSE_BENCH_ROUNDS` (5) rounds of (roofline, packed tile) back to back and prints
 //! the median and best of the per-round shares: on a shared machine the core's speed moves from
 //! minute to minute, and a share of one peak measured at the start moved with it (55–80 % for the
-//! same binary within an hour). `LSE_BENCH_TYPES` (e.g. `q6_k,q8_0`) runs only those types' shapes.
+//! same binary within an hour). `LSE_BENCH_TYPES` (e.g. `q6_k,q8_0`) runs only those types' shapes;
+//! `LSE_BENCH_SHAPES` (e.g. `q6_k:640x512x512,q4_k:896x4864x512`, type:NxKxM) replaces the list.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -34,7 +35,8 @@ fn main() {
     let only: Option<Vec<String>> = std::env::var("LSE_BENCH_TYPES").ok().map(|v| v.split(',').map(|s| s.trim().to_ascii_lowercase()).collect());
     let pool = ThreadPool::new(1);
     let mut rng = Rng::new(3);
-    for (t, n, k, m) in [
+    let shapes = std::env::var("LSE_BENCH_SHAPES").ok().map(|v| v.split(',').map(parse_shape).collect::<Vec<_>>());
+    for (t, n, k, m) in shapes.unwrap_or(vec![
         (GgmlType::Q4_1, 1536, 576, 512),
         (GgmlType::Q4_1, 576, 1536, 512),
         (GgmlType::Q5_0, 2048, 640, 512),
@@ -45,7 +47,7 @@ fn main() {
         (GgmlType::Q8_0, 32768, 640, 128),
         (GgmlType::Q4_K, 2048, 1024, 512),
         (GgmlType::Q6_K, 640, 2048, 512),
-    ] {
+    ]) {
         if only.as_ref().is_some_and(|o| !o.iter().any(|s| *s == t.name().to_ascii_lowercase())) {
             continue;
         }
@@ -84,3 +86,15 @@ fn main() {
     }
 }
 
+/// `type:NxKxM` (e.g. `q6_k:640x2048x512`), a shape of `LSE_BENCH_SHAPES`.
+fn parse_shape(s: &str) -> (GgmlType, usize, usize, usize) {
+    let parsed = s.trim().split_once(':').and_then(|(t, dims)| {
+        let t = lse_kernels::packed::PACKED_TYPES.into_iter().find(|p| p.name().eq_ignore_ascii_case(t))?;
+        let d: Vec<usize> = dims.split('x').map(|v| v.parse().ok()).collect::<Option<_>>()?;
+        match d[..] {
+            [n, k, m] => Some((t, n, k, m)),
+            _ => None,
+        }
+    });
+    parsed.unwrap_or_else(|| panic!("LSE_BENCH_SHAPES: {s:?} is not type:NxKxM"))
+}

@@ -19,8 +19,14 @@ fn main() {
     }
     println!("one-row packed matmul against a plain read ({})", lse_kernels::simd::level().name());
     let mut rng = Rng::new(5);
-    // Gemma-3's LM head, a Qwen2.5-Coder-sized Q5_0 matrix, a SmolLM2-width Q4_1 one
-    for (t, n, k) in [(GgmlType::Q8_0, 262144, 640), (GgmlType::Q5_0, 65536, 1792), (GgmlType::Q4_1, 131072, 576)] {
+    // Gemma-3's LM head, a Qwen2.5-Coder-sized Q5_0 matrix, a SmolLM2-width Q4_1 one, and the
+    // k-quants of the Q4_K_M models (`LSE_BENCH_TYPES`, e.g. `q5_0,q6_k`, picks some)
+    let only: Option<Vec<String>> = std::env::var("LSE_BENCH_TYPES").ok().map(|v| v.split(',').map(|s| s.trim().to_ascii_lowercase()).collect());
+    let shapes = [(GgmlType::Q8_0, 262144, 640), (GgmlType::Q5_0, 65536, 1792), (GgmlType::Q4_1, 131072, 576), (GgmlType::Q4_K, 65536, 1024), (GgmlType::Q6_K, 32768, 2048)];
+    for (t, n, k) in shapes {
+        if only.as_ref().is_some_and(|o| !o.iter().any(|s| *s == t.name().to_ascii_lowercase())) {
+            continue;
+        }
         let w = random_weights(&mut rng, t, n, k);
         let x = random_acts(&mut rng, 1, k);
         let mut y = vec![0f32; n];

@@ -282,10 +282,12 @@ unsafe fn tile_n<V: V16, E: Lanes, const N: usize>(rows: &Rows, head: &Head<E>, 
     let lmax = rows.last[..N].iter().copied().max().unwrap_or(0);
     let fmin = rows.first[..N].iter().copied().min().unwrap_or(0);
     let (p0, p1) = (fmin / KP, lmax / KP + 1);
-    if V::COLS == 64 && dk == dv && dv % 64 == 0 {
+    if dk == dv && dv % V::COLS == 0 {
         // Software-pipelined: the next panel's scores are computed inside this panel's `P·V`
         // loop, so the scores' FMA chains (one per row, `dk` long) overlap the `P·V` FMAs
-        // instead of running alone. Each value is the same chain of operations as below.
+        // instead of running alone. Each value is the same chain of operations as below. On
+        // AVX2 (16 columns a block) decode attention ran 10–15 % faster with it (SmolLM2 and
+        // Gemma-3 shapes, one session, steps alternated in one process).
         let mut s = scores::<V, E, N>(rows, kt, dk, p0);
         for p in p0..p1 {
             let pbuf = softmax::<V, N>(rows, head, p, &s, &mut st, acc);
