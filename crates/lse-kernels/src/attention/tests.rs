@@ -225,16 +225,23 @@ fn row_split_keeps_bits() {
 
 /// The AVX2 micro-tile against the AVX-512 one, bit for bit: f32 and f16 panels, 1–4 rows,
 /// windows that start and end inside panels, head dims with and without a 64-column block.
+/// A micro-tile entry point over f32 and over f16 panels.
 #[cfg(target_arch = "x86_64")]
-#[test]
-fn tiled_avx2_equals_avx512() {
-    use tiled::{Rows, KP, RM};
-    if !crate::simd::avx512::available() {
-        println!("no AVX-512 here: the AVX2 tile is checked against the reference through `attention`");
-        return;
-    }
+type TileFns = (
+    unsafe fn(&tiled::Rows, &tiled::Head<f32>, &mut [f32], &mut [&mut [f32]; tiled::RM]),
+    unsafe fn(&tiled::Rows, &tiled::Head<u16>, &mut [f32], &mut [&mut [f32]; tiled::RM]),
+);
+
+/// Asserts that tiles `a` and `b` give the same bits on random panels of each (dk, dv) of
+/// `shapes`, for 1 to 4 rows, several visible key ranges, f32 and f16 panels.
+///
+/// # Safety
+/// The CPU must have the features of both tiles.
+#[cfg(target_arch = "x86_64")]
+unsafe fn assert_tiles_equal(a: TileFns, b: TileFns, shapes: &[(usize, usize)]) {
+    use tiled::{Head, Rows, KP, RM};
     let mut seed = 0x5eed_u64;
-    for (dk, dv) in [(64usize, 64usize), (16, 48), (128, 80), (128, 128)] {
+    for &(dk, dv) in shapes {
         let n_keys = 5 * KP;
         let kt: Vec<f32> = (0..n_keys * dk).map(|_| rng(&mut seed)).collect();
         let v: Vec<f32> = (0..n_keys * dv).map(|_| rng(&mut seed)).collect();
@@ -249,7 +256,7 @@ fn tiled_avx2_equals_avx512() {
                     rows.last[r] = last - r.min(last - first);
                     rows.first[r] = first;
                 }
-                let run = |avx512: bool, half: bool| {
+                let run = |t: TileFns, half: bool| {
                     let mut acc = vec![0f32; RM * dv];
                     let mut outs_buf = vec![vec![f32::NAN; dv]; RM];
                     {
@@ -257,25 +264,46 @@ fn tiled_avx2_equals_avx512() {
                         for (o, b) in outs.iter_mut().zip(outs_buf.iter_mut()) {
                             *o = &mut b[..];
                         }
-                        // SAFETY: AVX-512 checked above (AVX2 comes with it); dims multiples of 16.
-                        unsafe {
-                            match (avx512, half) {
-                                (true, false) => tiled::micro_tile_avx512(&rows, &tiled::Head { kt: &kt, v: &v, dk, dv, scale: 0.125 }, &mut acc, &mut outs),
-                                (false, false) => tiled::micro_tile_avx2(&rows, &tiled::Head { kt: &kt, v: &v, dk, dv, scale: 0.125 }, &mut acc, &mut outs),
-                                (true, true) => tiled::micro_tile_avx512(&rows, &tiled::Head { kt: &kt16, v: &v16, dk, dv, scale: 0.125 }, &mut acc, &mut outs),
-                                (false, true) => tiled::micro_tile_avx2(&rows, &tiled::Head { kt: &kt16, v: &v16, dk, dv, scale: 0.125 }, &mut acc, &mut outs),
-                            }
+                        if half {
+                            t.1(&rows, &Head { kt: &kt16, v: &v16, dk, dv, scale: 0.125 }, &mut acc, &mut outs);
+                        } else {
+                            t.0(&rows, &Head { kt: &kt, v: &v, dk, dv, scale: 0.125 }, &mut acc, &mut outs);
                         }
                     }
                     outs_buf.truncate(n);
                     outs_buf.iter().flatten().map(|x| x.to_bits()).collect::<Vec<u32>>()
                 };
                 for half in [false, true] {
-                    let a = run(true, half);
-                    assert!(a.iter().all(|&b| f32::from_bits(b).is_finite()));
-                    assert_eq!(a, run(false, half), "dk {dk} dv {dv} n {n} keys {first}..={last} f16 {half}");
+                    let want = run(a, half);
+                    assert!(want.iter().all(|&b| f32::from_bits(b).is_finite()));
+                    assert_eq!(want, run(b, half), "dk {dk} dv {dv} n {n} keys {first}..={last} f16 {half}");
                 }
             }
         }
     }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn tiled_avx2_equals_avx512() {
+    if !crate::simd::avx512::available() {
+        println!("no AVX-512 here: the AVX2 tile is checked against the reference through `attention`");
+        return;
+    }
+    let avx512: TileFns = (tiled::micro_tile_avx512::<f32>, tiled::micro_tile_avx512::<u16>);
+    let avx2: TileFns = (tiled::micro_tile_avx2::<f32>, tiled::micro_tile_avx2::<u16>);
+    // SAFETY: AVX-512 checked above (AVX2, FMA and F16C come with it); dims multiples of 16.
+    unsafe { assert_tiles_equal(avx512, avx2, &[(64, 64), (16, 48), (128, 80), (128, 128)]) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn tiled_pipelined_equals_plain() {
+    if !(is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c")) {
+        return;
+    }
+    let piped: TileFns = (tiled::micro_tile_avx2::<f32>, tiled::micro_tile_avx2::<u16>);
+    let plain: TileFns = (tiled::micro_tile_avx2_plain::<f32>, tiled::micro_tile_avx2_plain::<u16>);
+    // SAFETY: the features checked above; dims multiples of 16 (dk = dv: the pipelined shapes).
+    unsafe { assert_tiles_equal(piped, plain, &[(16, 16), (64, 64), (128, 128), (256, 256)]) }
 }

@@ -216,14 +216,14 @@ pub(crate) struct Rows<'a> {
 
 /// The micro-tile's entry points, one per ISA: the same [`tile`] compiled with that ISA's features.
 macro_rules! entry {
-    ($(#[$doc:meta])* $name:ident, $features:literal, $v:ty) => {
+    ($(#[$doc:meta])* $name:ident, $features:literal, $v:ty $(, $pipe:literal)?) => {
         $(#[$doc])*
         ///
         /// # Safety
         /// As [`tile`]; the CPU must have the features named in the attribute.
         #[target_feature(enable = $features)]
         pub(crate) unsafe fn $name<E: Lanes>(rows: &Rows, head: &Head<E>, acc: &mut [f32], out: &mut [&mut [f32]; RM]) {
-            tile::<$v, E>(rows, head, acc, out)
+            tile::<$v, E, { true $(&& $pipe)? }>(rows, head, acc, out)
         }
     };
 }
@@ -235,6 +235,11 @@ entry!(
 entry!(
     /// Runs the micro-tile with AVX2 (see [`tile`]); bit-identical to [`micro_tile_avx512`].
     micro_tile_avx2, "avx2,fma,f16c", Ymm2
+);
+#[cfg(test)]
+entry!(
+    /// [`micro_tile_avx2`] with the panels never pipelined: the check that pipelining moves no bit.
+    micro_tile_avx2_plain, "avx2,fma,f16c", Ymm2, false
 );
 
 /// One KV head's keys as the micro-tile reads them: `kt` its transposed K panels (`dk·16`
@@ -256,12 +261,12 @@ pub(crate) struct Head<'a, E> {
 /// The CPU must have `V`'s instructions; `dk` and `dv` multiples of 16; the panels must cover
 /// `max(last) + 1` keys.
 #[inline(always)]
-unsafe fn tile<V: V16, E: Lanes>(rows: &Rows, head: &Head<E>, acc: &mut [f32], out: &mut [&mut [f32]; RM]) {
+unsafe fn tile<V: V16, E: Lanes, const PIPE: bool>(rows: &Rows, head: &Head<E>, acc: &mut [f32], out: &mut [&mut [f32]; RM]) {
     match rows.n {
-        1 => tile_n::<V, E, 1>(rows, head, acc, out),
-        2 => tile_n::<V, E, 2>(rows, head, acc, out),
-        3 => tile_n::<V, E, 3>(rows, head, acc, out),
-        _ => tile_n::<V, E, RM>(rows, head, acc, out),
+        1 => tile_n::<V, E, PIPE, 1>(rows, head, acc, out),
+        2 => tile_n::<V, E, PIPE, 2>(rows, head, acc, out),
+        3 => tile_n::<V, E, PIPE, 3>(rows, head, acc, out),
+        _ => tile_n::<V, E, PIPE, RM>(rows, head, acc, out),
     }
 }
 
@@ -274,7 +279,7 @@ struct Softmax {
 
 /// [`tile`] for `N` rows (a constant, so the row loops unroll without tests).
 #[inline(always)]
-unsafe fn tile_n<V: V16, E: Lanes, const N: usize>(rows: &Rows, head: &Head<E>, acc: &mut [f32], out: &mut [&mut [f32]; RM]) {
+unsafe fn tile_n<V: V16, E: Lanes, const PIPE: bool, const N: usize>(rows: &Rows, head: &Head<E>, acc: &mut [f32], out: &mut [&mut [f32]; RM]) {
     let Head { kt, dk, dv, .. } = *head;
     let acc = &mut acc[..N * dv];
     acc.fill(0.0);
@@ -282,7 +287,7 @@ unsafe fn tile_n<V: V16, E: Lanes, const N: usize>(rows: &Rows, head: &Head<E>, 
     let lmax = rows.last[..N].iter().copied().max().unwrap_or(0);
     let fmin = rows.first[..N].iter().copied().min().unwrap_or(0);
     let (p0, p1) = (fmin / KP, lmax / KP + 1);
-    if dk == dv && dv % V::COLS == 0 {
+    if PIPE && dk == dv && dv % V::COLS == 0 {
         // Software-pipelined: the next panel's scores are computed inside this panel's `P·V`
         // loop, so the scores' FMA chains (one per row, `dk` long) overlap the `P·V` FMAs
         // instead of running alone. Each value is the same chain of operations as below. On
