@@ -35,6 +35,9 @@ pub const PMR: usize = 8;
 /// Activation rows one tile call takes where a group's quants are rebuilt as bytes once per call
 /// (AVX2 nibble formats, VNNI Q6_K; see [`PackedMatrix::rows_per_tile`]).
 const UNPACK_ROWS: usize = 64;
+/// Passes over a group of AVX2 nibbles that rebuild the quants in registers before a tile call
+/// rebuilds them as bytes once instead (see [`PackedMatrix::unpack_above`]).
+const NIBBLE_PASSES_IN_REGISTERS: usize = 4;
 /// Weight rows packed between two `done` calls of [`PackedMatrix::new_releasing`].
 pub const PACK_CHUNK_ROWS: usize = 2048;
 
@@ -389,14 +392,27 @@ impl PackedMatrix {
         }
     }
 
-    /// Whether tiles over more rows than one pass rebuild a group's quants as bytes once per
-    /// call ([`UNPACK_ROWS`] rows) instead of from nibbles (and planes) on every pass: AVX2 for
-    /// every nibble format, VNNI for Q6_K's two planes.
+    /// Whether tiles over more rows than [`PackedMatrix::unpack_above`] rebuild a group's quants
+    /// as bytes once per call ([`UNPACK_ROWS`] rows) instead of from nibbles (and planes) on every
+    /// pass: AVX2 for every nibble format, VNNI for Q6_K's two planes.
     fn unpacks(&self) -> bool {
         if self.vnni {
             self.sub16()
         } else {
             self.nib
+        }
+    }
+
+    /// Activation rows above which a tile call rebuilds the group's quants as bytes (see
+    /// [`PackedMatrix::unpacks`]): more than one pass, except for AVX2's 4- and 5-bit nibbles,
+    /// whose rebuild in registers is cheap enough that a decode step's 5–16 rows (2–4 passes) ran
+    /// 3–6 % faster without the byte copy (SmolLM2 and Qwen2.5-Coder, 8 and 16 sessions; Gemma-3
+    /// 0–3 %; steps alternated in one process).
+    fn unpack_above(&self) -> usize {
+        if self.vnni || self.sub16() {
+            self.rows_per_pass()
+        } else {
+            NIBBLE_PASSES_IN_REGISTERS * self.rows_per_pass()
         }
     }
 
@@ -446,7 +462,7 @@ impl PackedMatrix {
                 ncols,
                 prefetch: true,
             };
-            if self.unpacks() && nx > self.rows_per_pass() {
+            if self.unpacks() && nx > self.unpack_above() {
                 // rebuild the group's bytes once for all passes (see `rows_per_tile`)
                 let scale_bytes = self.block_bytes - self.quant_bytes();
                 let ob = 512 + scale_bytes;
