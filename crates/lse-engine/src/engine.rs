@@ -16,6 +16,8 @@ pub struct Engine {
     pub(crate) kv_capacity: usize,
     tokenizer: Tokenizer,
     name: String,
+    /// Activation buffers kept from one forward to the next (see [`crate::ScratchPool`]).
+    pub(crate) scratch: crate::ScratchPool,
 }
 
 /// Returns the heap pages freed so far to the system (the parsed vocabulary arrays: one small
@@ -63,7 +65,7 @@ impl Engine {
             .map(str::to_string)
             .unwrap_or_else(|| path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default());
         let backend: Box<dyn Backend> = Box::new(CpuBackend::new(opts.dialect, opts.threads, opts.flash_attention));
-        Ok(Engine { model, backend, opts, kv_capacity, tokenizer, name })
+        Ok(Engine { model, backend, opts, kv_capacity, tokenizer, name, scratch: Default::default() })
     }
 
     pub fn tokenizer(&self) -> &Tokenizer {

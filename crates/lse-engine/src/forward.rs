@@ -8,7 +8,7 @@
 //! (and logits) are bit-identical whether it ran alone or beside others, under any split.
 
 use crate::arch::SeqRows;
-use crate::{Engine, EngineError, ForwardCtx, HiddenRows, Session};
+use crate::{Engine, EngineError, ForwardCtx, HiddenRows, Session, StepList};
 
 /// One row of a batch: `token` at position `pos` of session `seq` (an index into the sessions
 /// passed to [`Engine::forward`]); `output` asks for its final-normed hidden row.
@@ -55,7 +55,7 @@ impl Engine {
     /// Checks a batch against the sessions: known session, token in the vocabulary, positions
     /// that continue each session without gaps, and room in its cache.
     fn check_batch(&self, sessions: &[&mut Session], rows: &[BatchRow]) -> Result<(), EngineError> {
-        let mut next: Vec<usize> = sessions.iter().map(|s| s.len()).collect();
+        let mut next: StepList<usize> = sessions.iter().map(|s| s.len()).collect();
         for (i, r) in rows.iter().enumerate() {
             let Some(want) = next.get_mut(r.seq) else {
                 return Err(EngineError::InvalidRequest(format!("batch row {i} names session {} of {}", r.seq, sessions.len())));
@@ -105,25 +105,25 @@ impl Engine {
         let e = m.n_embd;
         let n_out = rows.iter().filter(|r| r.output).count();
         let mut out = HiddenRows { n_rows: n_out, n_embd: e, data: vec![0f32; n_out * e] };
-        let cx = ForwardCtx::new(&*self.backend);
-        let mut x = Vec::new();
+        let cx = ForwardCtx::new(&*self.backend, &self.scratch);
+        let mut x = cx.buffer_for_overwrite(0);
         let mut out_next = 0;
         for pass in rows.chunks(self.opts.batch_size) {
             for ub in pass.chunks(self.opts.ubatch_size) {
                 // rows grouped by session (stable): one contiguous run each
-                let mut order: Vec<usize> = (0..ub.len()).collect();
+                let mut order: StepList<usize> = (0..ub.len()).collect();
                 order.sort_by_key(|&i| ub[i].seq);
-                let tokens: Vec<u32> = order.iter().map(|&i| ub[i].token).collect();
+                let tokens: StepList<u32> = order.iter().map(|&i| ub[i].token).collect();
                 let n = tokens.len();
                 x.resize(n * e, 0.0);
                 self.backend.get_rows(&m.token_embd, &tokens, &mut x);
                 m.token_embd.release_rows(&tokens);
                 // (rows, first position) of each session in this launch, in one scan
-                let mut runs: Vec<(usize, usize)> = vec![(0, 0); sessions.len()];
+                let mut runs: StepList<(usize, usize)> = smallvec::smallvec![(0, 0); sessions.len()];
                 for r in ub.iter().rev() {
                     runs[r.seq] = (runs[r.seq].0 + 1, r.pos);
                 }
-                let mut seqs: Vec<SeqRows> = Vec::new();
+                let mut seqs: StepList<SeqRows> = StepList::new();
                 let mut r0 = 0;
                 for (s, &(count, pos0)) in sessions.iter_mut().zip(&runs) {
                     if count > 0 {
@@ -133,7 +133,7 @@ impl Engine {
                 }
                 m.arch.forward(&cx, &mut seqs, &mut x, n)?;
                 // outputs in batch order: the k-th output row of this launch in `ub` order
-                let mut slot_of = vec![usize::MAX; ub.len()];
+                let mut slot_of: StepList<usize> = smallvec::smallvec![usize::MAX; ub.len()];
                 for (slot, &i) in order.iter().enumerate() {
                     slot_of[i] = slot;
                 }
@@ -146,6 +146,7 @@ impl Engine {
                 }
             }
         }
+        cx.recycle(x);
         self.backend.rms_norm(&mut out.data, e, &m.output_norm, m.w.hp.eps);
         Ok(out)
     }

@@ -39,16 +39,29 @@ pub use options::{parse_dialect, physical_cores, EngineConfig, EngineOptions, Kv
 pub use session::{common_prefix, Session};
 pub use weights::{Matrix, Weights};
 
-/// What a layer stack needs to compute: the backend (kernels, threads, attention kind) and a
-/// pool of scratch buffers reused across layers and ubatches of one request.
+/// Sessions (and rows) of a decode step whose lists stay off the heap: the batch's rows, each
+/// layer's per-session slices and attention jobs, the step's outputs.
+pub(crate) const STEP_INLINE: usize = 16;
+
+/// One item per session or row of a pass, inline up to [`STEP_INLINE`] (a prefill's rows spill
+/// to the heap, once per launch).
+pub(crate) type StepList<T> = smallvec::SmallVec<[T; STEP_INLINE]>;
+
+/// Free activation buffers, kept by the engine so that a decode step reuses the last step's
+/// instead of allocating its own (their sizes follow the largest launch so far, at most
+/// `--ubatch-size` rows).
+pub(crate) type ScratchPool = std::sync::Mutex<Vec<Vec<f32>>>;
+
+/// What a layer stack needs to compute: the backend (kernels, threads, attention kind) and the
+/// engine's pool of scratch buffers, reused across layers, launches and requests.
 pub struct ForwardCtx<'a> {
     pub backend: &'a dyn backend::Backend,
-    pool: std::sync::Mutex<Vec<Vec<f32>>>,
+    pool: &'a ScratchPool,
 }
 
 impl<'a> ForwardCtx<'a> {
-    pub fn new(backend: &'a dyn backend::Backend) -> ForwardCtx<'a> {
-        ForwardCtx { backend, pool: std::sync::Mutex::new(Vec::new()) }
+    pub(crate) fn new(backend: &'a dyn backend::Backend, pool: &'a ScratchPool) -> ForwardCtx<'a> {
+        ForwardCtx { backend, pool }
     }
 
     /// A zeroed buffer of `len` floats, reusing a recycled allocation when one is free.

@@ -85,14 +85,14 @@ impl Matrix {
         let (bytes, rb) = (self.bytes(), self.row_bytes());
         let base = bytes.as_ptr() as usize;
         // the windows of all rows, merged, so a pass of thousands of tokens costs a few calls
-        let mut spans: Vec<(usize, usize)> = ids
+        let mut spans: crate::StepList<(usize, usize)> = ids
             .iter()
             .map(|&id| (id as usize * rb, (id as usize + 1) * rb))
             .filter(|&(_, end)| end <= bytes.len())
             .map(|(start, end)| (((base + start) / WINDOW * WINDOW).max(base) - base, ((base + end).div_ceil(WINDOW) * WINDOW - base).min(bytes.len())))
             .collect();
         spans.sort_unstable();
-        let mut merged: Vec<(usize, usize)> = Vec::with_capacity(spans.len());
+        let mut merged: crate::StepList<(usize, usize)> = crate::StepList::with_capacity(spans.len());
         for (lo, hi) in spans {
             match merged.last_mut() {
                 Some(last) if lo <= last.1 => last.1 = last.1.max(hi),

@@ -9,6 +9,10 @@ use crate::matmul::{quantize_rows, quantize_rows_q8k_split, SendPtr, RANGE_BYTES
 use crate::packed::{PackedMatrix, PMR, PNR};
 use crate::pool::ThreadPool;
 use crate::simd;
+use smallvec::SmallVec;
+
+/// Matrices one call holds without a heap allocation (q/k/v is three).
+const PARTS: usize = 4;
 
 /// `y[m][n] = Σ_k x[m][k]·W[n][k]` for a packed `W` (see [`crate::packed`]).
 pub fn matmul_packed(pool: &ThreadPool, p: &PackedMatrix, x: &[f32], m: usize, y: &mut [f32]) {
@@ -36,7 +40,7 @@ pub fn matmul_packed_cols(
 /// theirs); each output equals [`matmul_packed`]'s. Panics on mixed widths.
 pub fn matmul_packed_many(pool: &ThreadPool, ps: &[&PackedMatrix], x: &[f32], m: usize, ys: &mut [&mut [f32]]) {
     assert_eq!(ps.len(), ys.len(), "matmul_packed_many: one output per matrix");
-    let mut parts = Vec::with_capacity(ps.len());
+    let mut parts: SmallVec<[Part; PARTS]> = SmallVec::with_capacity(ps.len());
     for (p, y) in ps.iter().zip(ys.iter_mut()) {
         assert!(p.k() == ps[0].k(), "matmul_packed_many: matrices differ in width");
         assert!(y.len() >= m * p.n(), "matmul_packed: output too short");
@@ -110,8 +114,8 @@ fn run(pool: &ThreadPool, parts: &[Part], x: &[f32], m: usize) {
         return;
     }
     // the distinct activation forms, in order of first use, and each part's form
-    let mut forms: Vec<Form> = Vec::new();
-    let mut form_of = Vec::with_capacity(parts.len());
+    let mut forms: SmallVec<[Form; PARTS]> = SmallVec::new();
+    let mut form_of: SmallVec<[usize; PARTS]> = SmallVec::new();
     let mut need = 0;
     for q in parts {
         let f = match forms.iter().position(|f| f.p.act_form() == q.p.act_form()) {
@@ -140,7 +144,7 @@ fn run(pool: &ThreadPool, parts: &[Part], x: &[f32], m: usize) {
             }
             f.p.fold_corrections(part, r1 - r0, f.xrb);
         };
-        let plans: Vec<Plan> = parts.iter().map(|q| plan(pool.threads(), q.p, q.n, m)).collect();
+        let plans: SmallVec<[Plan; PARTS]> = parts.iter().map(|q| plan(pool.threads(), q.p, q.n, m)).collect();
         let total: usize = plans.iter().map(|pl| pl.tasks).sum();
         // A few rows (a decode step's) are quantized by the first tasks of the same dispatch, one
         // share per thread and form, and the tile tasks wait for them: the caller alone took ~2 %

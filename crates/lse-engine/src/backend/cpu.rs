@@ -6,6 +6,7 @@ use crate::ops::{act, norm, rope};
 use crate::{EngineError, Matrix};
 use lse_kernels::attention::{self, AttnJob, AttnKind, AttnShape};
 use lse_kernels::{Dialect, ThreadPool};
+use smallvec::SmallVec;
 
 pub struct CpuBackend {
     dialect: Dialect,
@@ -97,7 +98,7 @@ impl Backend for CpuBackend {
     fn matmul_many(&self, ws: &[&Matrix], x: &[f32], m: usize, ys: &mut [&mut [f32]]) {
         let same_width = ws.iter().all(|w| w.k == ws[0].k);
         if self.dialect == Dialect::Simd && same_width && ws.iter().all(|w| lse_kernels::packable(w.ty)) {
-            let packed: Option<Vec<&lse_kernels::PackedMatrix>> = ws.iter().map(|w| w.packed(&self.pool)).collect();
+            let packed: Option<SmallVec<[&lse_kernels::PackedMatrix; 4]>> = ws.iter().map(|w| w.packed(&self.pool)).collect();
             if let Some(ps) = packed {
                 return lse_kernels::matmul_packed_many(&self.pool, &ps, x, m, ys);
             }
@@ -205,7 +206,7 @@ impl Backend for CpuBackend {
     }
 
     fn attention(&self, rows: &mut [AttnRows], call: &AttnCall) -> Result<(), EngineError> {
-        let mut jobs: Vec<AttnJob> = rows
+        let mut jobs: crate::StepList<AttnJob> = rows
             .iter_mut()
             .map(|r| AttnJob {
                 shape: AttnShape { n_q: r.n, q_pos0: r.pos0, n_head: call.n_head, scale: call.scale, window: call.window },

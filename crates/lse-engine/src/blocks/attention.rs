@@ -7,7 +7,7 @@ use crate::kv_cache::LayerKv;
 use crate::ops::attn_sinks::{self, SinkCall};
 use crate::ops::attn_softcap::{self, SoftcapCall};
 use crate::ops::rope::RopeParams;
-use crate::{EngineError, ForwardCtx, Matrix, Weights};
+use crate::{EngineError, ForwardCtx, Matrix, StepList, Weights};
 
 /// The tensors of one attention layer (`blk.{il}.attn_*`).
 pub struct AttnWeights {
@@ -178,7 +178,7 @@ impl AttnLayer {
             let qs = session_rows(&mut q, qw, seqs, il)?;
             let ks = session_rows(&mut k, kw, seqs, il)?;
             let vs = session_rows(&mut v, vw, seqs, il)?;
-            let jobs: Vec<std::sync::Mutex<SessionPrep>> = seqs
+            let jobs: StepList<std::sync::Mutex<SessionPrep>> = seqs
                 .iter_mut()
                 .zip(qs.into_iter().zip(ks).zip(vs))
                 .map(|(s, ((q, k), v))| {
@@ -200,7 +200,7 @@ impl AttnLayer {
         }
         // each session's slice of `att`, in row order
         let outs = session_rows(&mut att, ow, seqs, il)?;
-        let mut rows = Vec::with_capacity(seqs.len());
+        let mut rows = StepList::with_capacity(seqs.len());
         for (s, out) in seqs.iter().zip(outs) {
             let kv = s.state.kv[il].as_ref().ok_or_else(|| no_cache(il))?;
             rows.push(AttnRows { q: &q[s.r0 * qw..(s.r0 + s.n) * qw], n: s.n, pos0: s.pos0, kv, out });
@@ -266,8 +266,8 @@ impl AttnLayer {
 
 /// `buf` (rows of `width`) cut into each session's rows, in order; an error if the sessions'
 /// rows are out of order or past the end.
-fn session_rows<'b>(buf: &'b mut [f32], width: usize, seqs: &[SeqRows], il: usize) -> Result<Vec<&'b mut [f32]>, EngineError> {
-    let mut parts = Vec::with_capacity(seqs.len());
+fn session_rows<'b>(buf: &'b mut [f32], width: usize, seqs: &[SeqRows], il: usize) -> Result<StepList<&'b mut [f32]>, EngineError> {
+    let mut parts = StepList::with_capacity(seqs.len());
     let mut rest = buf;
     let mut next = 0;
     for s in seqs {

@@ -7,7 +7,7 @@ use super::constraint::Constraint;
 use super::request::{GenerateRequest, Prompt};
 use super::sampler::Sampler;
 use super::text::TextStream;
-use crate::{BatchRow, Engine, EngineError, Session};
+use crate::{BatchRow, Engine, EngineError, Session, StepList};
 use lse_kernels::reduce::RowReduce;
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -212,7 +212,7 @@ impl Engine {
     /// [`prompt_slices`] says); then samples each sequence whose last prompt token or decode row
     /// came out. Finished sequences are skipped.
     pub fn step(&self, seqs: &mut [&mut Sequence], prompt_budget: usize) -> Result<StepStats, EngineError> {
-        let mut rows = Vec::new();
+        let mut rows: StepList<BatchRow> = StepList::new();
         let mut stats = StepStats::default();
         for (i, s) in seqs.iter().enumerate() {
             if let (None, Some(t)) = (s.finish, s.next) {
@@ -234,7 +234,7 @@ impl Engine {
             return Ok(stats);
         }
         let hidden = {
-            let mut sessions: Vec<&mut Session> = seqs.iter_mut().map(|s| &mut s.session).collect();
+            let mut sessions: StepList<&mut Session> = seqs.iter_mut().map(|s| &mut s.session).collect();
             self.forward(&mut sessions, &rows)?
         };
         for r in &rows {
@@ -248,14 +248,14 @@ impl Engine {
             self.head_logits_into(&hidden, &mut logits)?;
             let v = self.n_vocab();
             // (sequence, logits row, top-k it reports) of each output row
-            let outs: Vec<(usize, &[f32], usize)> = rows
+            let outs: StepList<(usize, &[f32], usize)> = rows
                 .iter()
                 .filter(|r| r.output)
                 .zip(logits.chunks_exact(v))
                 .map(|(r, row)| (r.seq, row, seqs[r.seq].top_logprobs.max(2)))
                 .collect();
             // the rows' reductions (a pass over the vocabulary each) run on the pool, one task a row
-            let reds: Vec<OnceLock<RowReduce>> = outs.iter().map(|_| OnceLock::new()).collect();
+            let reds: StepList<OnceLock<RowReduce>> = outs.iter().map(|_| OnceLock::new()).collect();
             let d = self.options().dialect;
             self.backend.run(outs.len(), &|i| {
                 let _ = reds[i].set(lse_kernels::reduce::reduce_row(d, outs[i].1, &[], outs[i].2));
@@ -354,14 +354,14 @@ impl Engine {
 /// goes to the prompts with the fewest rows left first (ties in the given order), so a short
 /// prompt admitted beside a long one gets its first token in the next step instead of after the
 /// long prompt's slices. Which rows share a pass changes no value (batch invariance).
-fn prompt_slices(seqs: &[&mut Sequence], mut budget: usize) -> Vec<usize> {
-    let left: Vec<usize> = seqs.iter().map(|s| if s.finish.is_none() { s.prompt_left() } else { 0 }).collect();
-    let mut take = vec![0; seqs.len()];
+fn prompt_slices(seqs: &[&mut Sequence], mut budget: usize) -> StepList<usize> {
+    let left: StepList<usize> = seqs.iter().map(|s| if s.finish.is_none() { s.prompt_left() } else { 0 }).collect();
+    let mut take: StepList<usize> = smallvec::smallvec![0; seqs.len()];
     if let Some(oldest) = left.iter().position(|&l| l > 0) {
         take[oldest] = left[oldest].min(budget.div_ceil(4));
         budget -= take[oldest];
     }
-    let mut order: Vec<usize> = (0..seqs.len()).filter(|&i| left[i] > take[i]).collect();
+    let mut order: StepList<usize> = (0..seqs.len()).filter(|&i| left[i] > take[i]).collect();
     order.sort_by_key(|&i| left[i]);
     for i in order {
         let more = (left[i] - take[i]).min(budget);

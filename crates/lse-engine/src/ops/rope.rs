@@ -83,7 +83,8 @@ pub fn rope_qk(q: &mut [f32], n_q: usize, k: &mut [f32], n_k: usize, head_dim: u
         return;
     }
     let theta_scale = p.base.powf(-2.0 / p.n_rot as f32);
-    let mut cs = vec![(0f32, 0f32); half];
+    // inline for heads up to 256 wide: a decode step ropes every layer
+    let mut cs: smallvec::SmallVec<[(f32, f32); 128]> = smallvec::smallvec![(0f32, 0f32); half];
     let (qw, kw) = (n_q * head_dim, n_k * head_dim);
     for t in 0..q.len() / qw {
         let mut theta = (pos0 + t) as f32;

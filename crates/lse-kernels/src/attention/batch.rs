@@ -8,6 +8,9 @@
 use super::{attention, AttnError, AttnKind, AttnShape, KvView};
 use crate::{Dialect, ThreadPool};
 
+/// Calls one batch holds without a heap allocation (a decode step's sessions).
+const JOBS: usize = 16;
+
 /// One call of a batch: `shape.n_q` query rows over one cache, as [`attention`] takes them.
 pub struct AttnJob<'a> {
     pub shape: AttnShape,
@@ -19,7 +22,7 @@ pub struct AttnJob<'a> {
 /// Runs every job (see the module note); on an error the jobs before it may have run.
 pub fn attention_batch(d: Dialect, pool: &ThreadPool, kind: AttnKind, jobs: &mut [AttnJob]) -> Result<(), AttnError> {
     #[cfg(target_arch = "x86_64")]
-    let mut shared = Vec::with_capacity(jobs.len());
+    let mut shared: smallvec::SmallVec<[tiled::InPlace; JOBS]> = smallvec::SmallVec::with_capacity(jobs.len());
     for j in jobs.iter_mut() {
         #[cfg(target_arch = "x86_64")]
         if let Some(t) = tiled::in_place(d, kind, j)? {
@@ -37,6 +40,7 @@ pub fn attention_batch(d: Dialect, pool: &ThreadPool, kind: AttnKind, jobs: &mut
 mod tiled {
     use super::super::{check, mirror_for, mirror_head, tiled_span, tiled_task, uses_tiled, HeadKeys, MirrorView, SendPtr, Units};
     use super::*;
+    use smallvec::SmallVec;
 
     /// A job whose panels are read in place.
     pub(super) struct InPlace<'a> {
@@ -76,10 +80,10 @@ mod tiled {
     /// One dispatch over the (KV head, query block) tasks of all `jobs`.
     pub(super) fn run(pool: &ThreadPool, jobs: &[InPlace]) {
         // each job's task split (over the units of all jobs), and its first task
-        let units: Vec<Units> = jobs.iter().map(|j| Units::new(&j.s, j.hk)).collect();
+        let units: SmallVec<[Units; JOBS]> = jobs.iter().map(|j| Units::new(&j.s, j.hk)).collect();
         let all = units.iter().map(Units::units).sum();
-        let units: Vec<Units> = units.into_iter().map(|u| u.spread(pool.threads(), all)).collect();
-        let mut starts = Vec::with_capacity(jobs.len());
+        let units: SmallVec<[Units; JOBS]> = units.into_iter().map(|u| u.spread(pool.threads(), all)).collect();
+        let mut starts: SmallVec<[usize; JOBS]> = SmallVec::with_capacity(jobs.len());
         let mut total = 0;
         for u in &units {
             starts.push(total);
