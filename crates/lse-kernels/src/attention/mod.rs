@@ -333,7 +333,7 @@ fn tiled_task<E: tiled::Lanes>(
     op: &SendPtr,
 ) {
     use tiled::RM;
-    let head = tiled::Head { kt: kt_g, v: v_g, dk, dv, scale: s.scale };
+    let head = tiled::Head { kt: kt_g, v: v_g, dk, dv, scale: s.scale, ahead: s.n_q == 1 };
     // the accumulator scratch is taken from this thread's slot and put back at the end
     let mut acc = TILE_ACC.take();
     if acc.len() < RM * dv {
