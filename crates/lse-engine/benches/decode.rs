@@ -51,6 +51,9 @@ fn main() {
             step_s.push(timed_step(&engine, &mut seqs));
         }
         let steps = step_s.len();
+        if std::env::var_os("LSE_PRINT_STEPS").is_some() {
+            println!("steps 0..24 (ms): {:?}", step_s[..24].iter().map(|x| (x * 1e4).round() / 10.0).collect::<Vec<_>>());
+        }
         let median_step = median(step_s);
         let decode = t1.elapsed().as_secs_f64();
         let tokens: usize = seqs.iter().map(|q| q.steps.len() - 1).sum();

@@ -92,7 +92,7 @@ impl LayerKv {
     pub fn update_mirror(&mut self, pos0: usize, n: usize) {
         let (from, m) = match &mut self.mirror {
             Some(m) => (pos0, m),
-            None => (0, self.mirror.insert(lse_kernels::attention::TiledMirror::new(self.n_head_kv, self.head_dim_k, self.head_dim_v))),
+            None => (0, self.mirror.insert(lse_kernels::attention::TiledMirror::new(self.n_head_kv, self.head_dim_k, self.head_dim_v).limited(self.capacity))),
         };
         m.update(self.ty, &self.k, &self.v, self.kb, self.vb, from, pos0 + n - from);
     }

@@ -27,6 +27,8 @@ pub struct TiledMirror {
     n_head_kv: usize,
     dk: usize,
     dv: usize,
+    /// Positions it will never be asked to hold more of (the cache's capacity).
+    limit: usize,
 }
 
 /// A view of a mirror for one attention call.
@@ -58,7 +60,12 @@ fn regrow<E: Copy + Default>(old: &[E], hk: usize, old_cap: usize, cap: usize, w
 impl TiledMirror {
     /// An empty mirror; it grows (doubling, whole panels) as positions are stored.
     pub fn new(n_head_kv: usize, dk: usize, dv: usize) -> TiledMirror {
-        TiledMirror { kt: Values::F32(Vec::new()), v: Values::F32(Vec::new()), cap: 0, n_head_kv, dk, dv }
+        TiledMirror { kt: Values::F32(Vec::new()), v: Values::F32(Vec::new()), cap: 0, n_head_kv, dk, dv, limit: usize::MAX }
+    }
+
+    /// The mirror never reserves room past `positions` (rounded up to a panel).
+    pub fn limited(self, positions: usize) -> TiledMirror {
+        TiledMirror { limit: positions, ..self }
     }
 
     /// Makes room for `positions`, keeping what is held (the layout depends on the capacity).
@@ -67,7 +74,11 @@ impl TiledMirror {
             return;
         }
         let (hk, dk, dv, old) = (self.n_head_kv, self.dk, self.dv, self.cap);
-        let cap = positions.max(2 * old).max(64).div_ceil(KP) * KP;
+        // The first reservation takes twice what it is asked: a mirror is made at a session's
+        // first decode step, holding its prompt, and would otherwise regrow a few steps later
+        // (copying, and faulting in the new pages: ~310 µs a SmolLM2 layer at 528 positions).
+        let want = if old == 0 { 2 * positions } else { positions.max(2 * old) };
+        let cap = want.max(64).min(self.limit.max(positions)).div_ceil(KP) * KP;
         self.kt = match &self.kt {
             Values::F16(x) => Values::F16(regrow(x, hk, old, cap, dk)),
             Values::F32(x) => Values::F32(regrow(x, hk, old, cap, dk)),
