@@ -117,23 +117,6 @@ pub fn model(name: &str) -> Option<PathBuf> {
     Some(path)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn paths_map_into_the_repository() {
-        let root = repo_root();
-        assert_eq!(data("wiki.test.raw"), root.join("data/wiki.test.raw"));
-        assert_eq!(golden("synthetic/llama-tiny.gguf"), root.join("data/golden/synthetic/llama-tiny.gguf"));
-        assert_eq!(shared("data/wiki.test.raw"), data("wiki.test.raw"));
-        assert_eq!(shared("golden/smollm2/tokens.json"), golden("smollm2/tokens.json"));
-        assert_eq!(golden(""), root.join("data/golden"));
-        assert!(data("wiki.test.raw").exists());
-        assert!(missing_made_files(&root).is_empty());
-    }
-}
-
 /// A fresh folder for one test, removed when dropped.
 pub struct Tmp(PathBuf);
 
@@ -156,4 +139,21 @@ pub fn tmp(suite: &str, name: &str) -> Tmp {
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     Tmp(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_map_into_the_repository() {
+        let root = repo_root();
+        assert_eq!(data("wiki.test.raw"), root.join("data/wiki.test.raw"));
+        assert_eq!(golden("synthetic/llama-tiny.gguf"), root.join("data/golden/synthetic/llama-tiny.gguf"));
+        assert_eq!(shared("data/wiki.test.raw"), data("wiki.test.raw"));
+        assert_eq!(shared("golden/smollm2/tokens.json"), golden("smollm2/tokens.json"));
+        assert_eq!(golden(""), root.join("data/golden"));
+        assert!(data("wiki.test.raw").exists());
+        assert!(missing_made_files(&root).is_empty());
+    }
 }
