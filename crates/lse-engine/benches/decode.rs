@@ -3,7 +3,8 @@
 //! each prefill a 512-token prompt, then decode 128 tokens together (one batched forward per step,
 //! greedy); prints prefill and aggregate decode tokens/s. `LSE_BENCH_MODEL` (smollm2, gemma3,
 //! qwen25coder), `LSE_BENCH_THREADS` (2), `LSE_BENCH_SESSIONS` ("1,4,8,16") and `LSE_BENCH_SIMD`
-//! (the kernel level, e.g. avx2) choose the run; `LSE_BENCH_STEPS` (128) sets the decode length.
+//! (the kernel level, e.g. avx2) choose the run; `LSE_BENCH_STEPS` (128) sets the decode length;
+//! `LSE_BENCH_PRINT_STEPS` prints the first 24 step times (a one-off cost shows as a spike).
 //! For one session it also prints the weight bytes a step streams (the packed matrices, LM head
 //! included), the GB/s that makes, and this machine's read bandwidth on the same threads: the
 //! memory-bound speed is bandwidth / bytes per step. Then it decodes again, each step followed by a
@@ -51,8 +52,9 @@ fn main() {
             step_s.push(timed_step(&engine, &mut seqs));
         }
         let steps = step_s.len();
-        if std::env::var_os("LSE_PRINT_STEPS").is_some() {
-            println!("steps 0..24 (ms): {:?}", step_s[..24].iter().map(|x| (x * 1e4).round() / 10.0).collect::<Vec<_>>());
+        if std::env::var_os("LSE_BENCH_PRINT_STEPS").is_some() {
+            let first: Vec<f64> = step_s.iter().take(24).map(|x| (x * 1e4).round() / 10.0).collect();
+            println!("{name} sessions {s}: first steps (ms) {first:?}");
         }
         let median_step = median(step_s);
         let decode = t1.elapsed().as_secs_f64();
