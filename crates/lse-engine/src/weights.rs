@@ -39,10 +39,10 @@ impl Default for HeldRows {
     }
 }
 
-/// A lookup of fewer rows than this (a decode step's) leaves its pages mapped until
-/// [`HELD_ROWS`] rows wait: dropping them is an `madvise` that makes the kernel flush the other
-/// cores' TLBs, and paid every step it cost a lone SmolLM2 session 65 µs of each 4.3 ms step
-/// (2-vCPU guest). Held rows keep at most `HELD_ROWS` × 64 KiB mapped.
+// A lookup of fewer than `FEW_ROWS` rows (a decode step's) leaves its pages mapped until
+// `HELD_ROWS` rows wait: dropping them is an `madvise` that makes the kernel flush the other
+// cores' TLBs, and paid every step it cost a lone SmolLM2 session 65 µs of each 4.3 ms step
+// (2-vCPU guest). Held rows keep at most `HELD_ROWS` × 64 KiB mapped.
 const FEW_ROWS: usize = 16;
 const HELD_ROWS: usize = 256;
 
@@ -110,18 +110,14 @@ impl Matrix {
             held.len += ids.len();
             return;
         }
-        let (waiting, n) = (held.ids, std::mem::take(&mut held.len));
-        drop(held);
-        self.release_now(&waiting[..n]);
+        self.release_now(&held.ids[..len]);
+        held.len = 0;
         self.release_now(ids);
     }
 
     /// Drops the mapped pages of rows `ids` now: a fault maps an aligned window of pages around
     /// the row (fault-around), so the whole window goes.
     fn release_now(&self, ids: &[u32]) {
-        if ids.is_empty() {
-            return;
-        }
         const WINDOW: usize = 64 << 10;
         let (bytes, rb) = (self.bytes(), self.row_bytes());
         let base = bytes.as_ptr() as usize;

@@ -264,14 +264,11 @@ pub(crate) struct Head<'a, E> {
 /// Requests panel `p`'s K and V bytes into L1, one per cache line.
 #[inline(always)]
 unsafe fn fetch_panel<E>(head: &Head<E>, p: usize) {
-    let bytes = head.dk * KP * core::mem::size_of::<E>();
-    let kp = head.kt.as_ptr().wrapping_add(p * head.dk * KP) as *const i8;
-    let vp = head.v.as_ptr().wrapping_add(p * KP * head.dv) as *const i8;
-    for o in (0..bytes).step_by(64) {
-        _mm_prefetch::<_MM_HINT_T0>(kp.wrapping_add(o));
-    }
-    for o in (0..KP * head.dv * core::mem::size_of::<E>()).step_by(64) {
-        _mm_prefetch::<_MM_HINT_T0>(vp.wrapping_add(o));
+    let (kn, vn) = (head.dk * KP, KP * head.dv);
+    for (start, n) in [(head.kt.as_ptr().wrapping_add(p * kn), kn), (head.v.as_ptr().wrapping_add(p * vn), vn)] {
+        for o in (0..n * core::mem::size_of::<E>()).step_by(64) {
+            _mm_prefetch::<_MM_HINT_T0>((start as *const i8).wrapping_add(o));
+        }
     }
 }
 
