@@ -4,7 +4,8 @@
 //! greedy); prints prefill and aggregate decode tokens/s. `LSE_BENCH_MODEL` (smollm2, gemma3,
 //! qwen25coder), `LSE_BENCH_THREADS` (2), `LSE_BENCH_SESSIONS` ("1,4,8,16") and `LSE_BENCH_SIMD`
 //! (the kernel level, e.g. avx2) choose the run; `LSE_BENCH_STEPS` (128) sets the decode length;
-//! `LSE_BENCH_PRINT_STEPS` prints the first 24 step times (a one-off cost shows as a spike).
+//! `LSE_BENCH_PRINT_STEPS` prints the first 24 step times (a one-off cost shows as a spike);
+//! `LSE_BENCH_PROFILE` a step's pool runs by call site ([`lse_kernels::run_profile`]).
 //! For one session it also prints the weight bytes a step streams (the packed matrices, LM head
 //! included), the GB/s that makes, and this machine's read bandwidth on the same threads: the
 //! memory-bound speed is bandwidth / bytes per step. Then it decodes again, each step followed by a
@@ -46,12 +47,19 @@ fn main() {
         let t0 = Instant::now();
         prefill(&engine, &mut seqs);
         let prefill = t0.elapsed().as_secs_f64();
+        let profile = std::env::var_os("LSE_BENCH_PROFILE").is_some();
+        if profile {
+            lse_kernels::run_profile::start();
+        }
         let t1 = Instant::now();
         let mut step_s = Vec::new();
         while seqs.iter().any(|q| !q.is_done()) {
             step_s.push(timed_step(&engine, &mut seqs));
         }
         let steps = step_s.len();
+        if profile {
+            print_profile(&name, s, &step_s, lse_kernels::run_profile::stop());
+        }
         if std::env::var_os("LSE_BENCH_PRINT_STEPS").is_some() {
             let first: Vec<f64> = step_s.iter().take(24).map(|x| (x * 1e4).round() / 10.0).collect();
             println!("{name} sessions {s}: first steps (ms) {first:?}");
@@ -128,6 +136,28 @@ fn prefill(engine: &Engine, seqs: &mut [Sequence]) {
     while seqs.iter().any(|q| q.prompt_left() > 0) {
         engine.step(&mut seqs.iter_mut().collect::<Vec<_>>(), 2048).unwrap();
     }
+}
+
+/// The pool runs of the decode steps by call site (ms a step; the calling thread's wait for the
+/// workers at the ends of its runs) and the steps' time outside any run.
+fn print_profile(name: &str, sessions: usize, step_s: &[f64], sites: Vec<lse_kernels::run_profile::Site>) {
+    let (n, ms) = (step_s.len().max(1) as f64, |ns: u64, n: f64| ns as f64 / 1e6 / n);
+    let total = step_s.iter().sum::<f64>() * 1e3 / n;
+    println!("{name} sessions {sessions}: a step's pool runs by call site (mean of {n} steps, {total:.2} ms a step)");
+    let mut inside = 0.0;
+    for s in &sites {
+        inside += ms(s.nanos, n);
+        println!(
+            "  {}:{}: {:.3} ms (caller waiting {:.3}), {:.1} runs, {:.1} tasks",
+            s.file,
+            s.line,
+            ms(s.nanos, n),
+            ms(s.wait_nanos, n),
+            s.runs as f64 / n,
+            s.tasks as f64 / n
+        );
+    }
+    println!("  outside runs: {:.3} ms", total - inside);
 }
 
 /// Seconds one step of `seqs` takes.

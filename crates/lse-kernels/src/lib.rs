@@ -8,7 +8,8 @@
 //! * [`Dialect::Scalar`] runs the reference kernels (ggml's generic integer math and float order);
 //!   [`Dialect::Simd`] the best SIMD level of this CPU (AVX-512 VNNI, AVX2, NEON), tested
 //!   against the scalar kernels.
-//! * [`ThreadPool`] is the long-lived pool every parallel kernel runs on.
+//! * [`ThreadPool`] is the long-lived pool every parallel kernel runs on ([`run_profile`] times
+//!   its runs by call site for the benches).
 //!
 //! Supported weight types: those with a descriptor in [`quant::FORMATS`] (F32, F16, BF16, the
 //! legacy quants, the k-quants, the i-quants, TQ1_0, TQ2_0, MXFP4, NVFP4, Q1_0, Q2_0;
@@ -26,6 +27,7 @@ pub mod packed;
 mod pool;
 pub mod quant;
 pub mod reduce;
+pub mod run_profile;
 pub mod simd;
 #[cfg(target_arch = "x86_64")]
 mod vexp;

@@ -132,6 +132,8 @@ unsafe impl Sync for JobPtr {}
 
 thread_local! {
     static IN_TASK: Cell<bool> = const { Cell::new(false) };
+    /// Whether this thread is inside a run that [`crate::run_profile`] records.
+    static PROFILED: Cell<bool> = const { Cell::new(false) };
 }
 
 /// A fixed set of worker threads living as long as the pool.
@@ -187,15 +189,29 @@ impl ThreadPool {
 
     /// Runs `f(i)` for every `i` in `0..n_tasks` across the pool; returns when all are done.
     /// Task order is unspecified. Panics (after all tasks ended) if a task panicked.
+    #[track_caller]
     pub fn run(&self, n_tasks: usize, f: &(dyn Fn(usize) + Sync)) {
-        if n_tasks == 0 {
+        // a run inside another is part of that one's time
+        if !crate::run_profile::recording() || IN_TASK.with(|t| t.get()) || PROFILED.with(|p| p.replace(true)) {
+            self.run_tasks(n_tasks, f);
             return;
+        }
+        let (at, t0) = (std::panic::Location::caller(), Instant::now());
+        let wait = self.run_tasks(n_tasks, f);
+        PROFILED.with(|p| p.set(false));
+        crate::run_profile::add(at, n_tasks, t0.elapsed().as_nanos() as u64, wait.as_nanos() as u64);
+    }
+
+    /// [`ThreadPool::run`]; returns how long the calling thread waited for the workers.
+    fn run_tasks(&self, n_tasks: usize, f: &(dyn Fn(usize) + Sync)) -> Duration {
+        if n_tasks == 0 {
+            return Duration::ZERO;
         }
         if self.threads == 1 || n_tasks == 1 || IN_TASK.with(|t| t.get()) {
             for i in 0..n_tasks {
                 f(i);
             }
-            return;
+            return Duration::ZERO;
         }
         let _serial = self.run_lock.lock().unwrap_or_else(|e| e.into_inner());
         let s = &*self.shared;
@@ -229,6 +245,7 @@ impl ThreadPool {
             s.next.store(usize::MAX / 2, Ordering::Relaxed);
         }
         // Wait for the workers to leave the job.
+        let waiting = Instant::now();
         let mut backoff = Backoff::new();
         while s.busy.load(Ordering::Acquire) != 0 {
             if !backoff.keep_waiting() {
@@ -241,10 +258,12 @@ impl ThreadPool {
                 s.caller_parked.store(false, Ordering::SeqCst);
             }
         }
+        let waited = waiting.elapsed();
         *s.job.lock().unwrap_or_else(|e| e.into_inner()) = None;
         if s.panicked.load(Ordering::Relaxed) {
             panic!("a ThreadPool task panicked");
         }
+        waited
     }
 }
 

@@ -1,6 +1,6 @@
 //! The thread pool's contract: every task runs exactly once per run, whether the workers were
 //! spinning, yielding or parked when it started; nested runs run inline; a task's panic reaches
-//! the caller and leaves the pool usable; runs from several threads are serialised.
+//! the caller and leaves the pool usable; runs from several threads are serialised; a recorded run counts at its call site.
 
 use lse_kernels::ThreadPool;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -110,4 +110,25 @@ fn runs_from_two_threads_are_serialised() {
             });
         }
     });
+}
+
+/// While recording, each top-level run counts at the line that called it (its tasks, its time);
+/// a run inside a task is part of its caller's run, not a site of its own.
+#[test]
+fn runs_are_profiled_by_call_site() {
+    let pool = ThreadPool::new(2);
+    lse_kernels::run_profile::start();
+    let line = line!() + 2;
+    for _ in 0..3 {
+        pool.run(4, &|_| pool.run(2, &|_| std::thread::sleep(Duration::from_micros(50))));
+    }
+    let sites = lse_kernels::run_profile::stop();
+    pool.run(4, &|_| {});
+    // (the other tests of this file run beside this one, and their runs are recorded too)
+    let here: Vec<_> = sites.iter().filter(|s| s.file.ends_with("tests/pool.rs") && s.line >= line - 2 && s.line <= line + 2).collect();
+    assert_eq!(here.len(), 1, "the inner run is no site of its own: {here:?}");
+    let s = here[0];
+    assert_eq!((s.line, s.runs, s.tasks), (line, 3, 12));
+    // 3 runs of 4 tasks of 2 × 50 µs on 2 threads: at least 300 µs of wall time
+    assert!(s.nanos >= 300_000 && s.wait_nanos <= s.nanos, "{s:?}");
 }
