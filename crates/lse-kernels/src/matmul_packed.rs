@@ -184,6 +184,8 @@ fn run(pool: &ThreadPool, parts: &[Part], x: &[f32], m: usize) {
             let g1 = (g0 + pl.gpt).min(pl.ng);
             let r0 = (task / pl.gtasks) * pl.m_chunk;
             let r1 = (r0 + pl.m_chunk).min(m);
+            // the rows take one pass over each group: the weights come from memory once
+            let stream = m <= q.p.rows_per_tile();
             let mut r = r0;
             while r < r1 {
                 let nx = (r1 - r).min(q.p.rows_per_tile());
@@ -193,7 +195,7 @@ fn run(pool: &ThreadPool, parts: &[Part], x: &[f32], m: usize) {
                     // outputs (r.., c0..c0+ncols) are inside the part's y and written only by this
                     // task; the pack exists only where its kernels run.
                     unsafe {
-                        q.p.tile(q.c_first / PNR + g, qp.get().add(f.at + r * f.xrb), f.xrb, nx, q.y.get().add(r * q.n + c0), q.n, (q.n - c0).min(PNR))
+                        q.p.tile(q.c_first / PNR + g, qp.get().add(f.at + r * f.xrb), f.xrb, nx, q.y.get().add(r * q.n + c0), q.n, (q.n - c0).min(PNR), stream)
                     };
                 }
                 r += nx;

@@ -430,7 +430,8 @@ impl PackedMatrix {
     }
 
     /// The micro-tile: `nx` (≤ [`PackedMatrix::rows_per_tile`]) activation rows at `x` (Split32 rows, stride `xs`) against
-    /// group `g`; writes `ncols` (≤ 16) outputs of each row to `y + j·ldy`.
+    /// group `g`; writes `ncols` (≤ 16) outputs of each row to `y + j·ldy`. `stream`: this call's
+    /// rows are all the call's (a decode step's), so the group is read once, from memory.
     ///
     /// # Safety
     /// `x` must hold `nx` Split32 rows of this matrix's `k`, `y` the outputs, the CPU must run
@@ -446,6 +447,7 @@ impl PackedMatrix {
         y: *mut f32,
         ldy: usize,
         ncols: usize,
+        stream: bool,
     ) {
         #[cfg(target_arch = "x86_64")]
         {
@@ -461,6 +463,7 @@ impl PackedMatrix {
                 ldy,
                 ncols,
                 prefetch: true,
+                near: stream,
             };
             if self.unpacks() && nx > self.unpack_above() {
                 // rebuild the group's bytes once for all passes (see `rows_per_tile`)
@@ -581,6 +584,8 @@ pub(crate) struct Args {
     /// Whether the tile asks for the bytes a page ahead (see [`prefetch_ahead`]): only the first
     /// pass over a group in memory; later passes and unpacked copies find theirs in cache.
     prefetch: bool,
+    /// Whether it also asks for them into L1 shortly before use: where the group is read once.
+    near: bool,
 }
 
 /// How far past the block it multiplies a tile asks for weight bytes. The hardware prefetchers
@@ -590,13 +595,25 @@ pub(crate) struct Args {
 #[cfg(target_arch = "x86_64")]
 const PREFETCH_BYTES: usize = 4096;
 
+/// How far past the block a streaming tile (`Args::near`) also asks for weight bytes into L1.
+#[cfg(target_arch = "x86_64")]
+const NEAR_BYTES: usize = 1024;
+
 /// Asks for the `bb` bytes [`PREFETCH_BYTES`] past `wb` into L2 (a hint: it never faults, whatever
-/// the address). Into L1 instead, at 1–8 KiB, one decode row lost 5–12 %.
+/// the address); with `near`, those [`NEAR_BYTES`] past it into L1 too, lines the first request
+/// brought to L2 by then. Into L1 alone, at 1–8 KiB, one decode row lost 5–12 %; both, against
+/// L2 alone (8 rows, matrices beyond the L3, runs alternated in one process, Emerald Rapids):
+/// +5–9 % GB/s, and one row +2–5 %; 512 B and 2 KiB measured the same as 1 KiB. A prefill's
+/// tiles reread their groups from L2 and skip it (the SmolLM2 prefill bench was 2–4 % slower
+/// when every tile asked).
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-unsafe fn prefetch_ahead(wb: *const u8, bb: usize) {
-    use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T2};
+unsafe fn prefetch_ahead(wb: *const u8, bb: usize, near: bool) {
+    use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0, _MM_HINT_T2};
     for l in (0..bb).step_by(64) {
+        if near {
+            _mm_prefetch::<_MM_HINT_T0>(wb.wrapping_add(NEAR_BYTES + l) as *const i8);
+        }
         _mm_prefetch::<_MM_HINT_T2>(wb.wrapping_add(PREFETCH_BYTES + l) as *const i8);
     }
 }

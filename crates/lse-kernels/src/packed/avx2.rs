@@ -55,7 +55,7 @@ pub(super) unsafe fn unpack_group<const HB: usize>(a: &Args, scale_bytes: usize,
     for b in 0..a.nb {
         let (src, dst) = (a.wg.add(b * a.bb), out.add(b * ob));
         if a.prefetch {
-            super::prefetch_ahead(src, a.bb);
+            super::prefetch_ahead(src, a.bb, a.near);
         }
         for h in 0..2 {
             for t in 0..4 {
@@ -82,7 +82,7 @@ pub(super) unsafe fn unpack_group<const HB: usize>(a: &Args, scale_bytes: usize,
 unsafe fn half_block(a: &Args, b: usize, h: usize) -> *const u8 {
     let wb = a.wg.add(b * a.bb + 32 * h);
     if h == 0 && a.prefetch {
-        super::prefetch_ahead(wb, a.bb);
+        super::prefetch_ahead(wb, a.bb, a.near);
     }
     wb
 }
@@ -118,7 +118,7 @@ unsafe fn over_blocks_both<const R: usize>(a: &Args, j0: usize, mut block: impl 
     for b in 0..a.nb {
         let wb = a.wg.add(b * a.bb);
         if a.prefetch {
-            super::prefetch_ahead(wb, a.bb);
+            super::prefetch_ahead(wb, a.bb, a.near);
         }
         block(b, wb, &mut facc);
     }

@@ -39,7 +39,7 @@ pub(super) unsafe fn tile<const NIB: bool, const HB: u32, const MIN: bool, const
     for b in 0..nb {
         let wb = a.wg.add(b * a.bb);
         if a.prefetch {
-            super::prefetch_ahead(wb, a.bb);
+            super::prefetch_ahead(wb, a.bb, a.near);
         }
         let xb = a.x.add(32 * b);
         let so = k + 4 * nb + 4 * b;
@@ -146,7 +146,7 @@ pub(super) unsafe fn tile16<const PLANES: bool, const MR: usize>(a: &Args) {
     for b in 0..nb {
         let wb = a.wg.add(b * a.bb);
         if a.prefetch {
-            super::prefetch_ahead(wb, a.bb);
+            super::prefetch_ahead(wb, a.bb, a.near);
         }
         let xb = a.x.add(32 * b);
         let so = k + 4 * nb + 8 * b;
