@@ -139,7 +139,8 @@ fn prefill(engine: &Engine, seqs: &mut [Sequence]) {
 }
 
 /// The pool runs of the decode steps by call site (ms a step; the calling thread's wait for the
-/// workers at the ends of its runs) and the steps' time outside any run.
+/// workers at the ends of its runs, and its serial work before them) and the steps' time outside
+/// any run.
 fn print_profile(name: &str, sessions: usize, step_s: &[f64], sites: Vec<lse_kernels::run_profile::Site>) {
     let (n, ms) = (step_s.len().max(1) as f64, |ns: u64, n: f64| ns as f64 / 1e6 / n);
     let total = step_s.iter().sum::<f64>() * 1e3 / n;
@@ -148,11 +149,12 @@ fn print_profile(name: &str, sessions: usize, step_s: &[f64], sites: Vec<lse_ker
     for s in &sites {
         inside += ms(s.nanos, n);
         println!(
-            "  {}:{}: {:.3} ms (caller waiting {:.3}), {:.1} runs, {:.1} tasks",
+            "  {}:{}: {:.3} ms (caller waiting {:.3}; its serial work before: {:.3}), {:.1} runs, {:.1} tasks",
             s.file,
             s.line,
             ms(s.nanos, n),
             ms(s.wait_nanos, n),
+            ms(s.gap_nanos, n),
             s.runs as f64 / n,
             s.tasks as f64 / n
         );

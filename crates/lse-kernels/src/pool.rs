@@ -199,7 +199,7 @@ impl ThreadPool {
         let (at, t0) = (std::panic::Location::caller(), Instant::now());
         let wait = self.run_tasks(n_tasks, f);
         PROFILED.with(|p| p.set(false));
-        crate::run_profile::add(at, n_tasks, t0.elapsed().as_nanos() as u64, wait.as_nanos() as u64);
+        crate::run_profile::add(at, n_tasks, t0, wait);
     }
 
     /// [`ThreadPool::run`]; returns how long the calling thread waited for the workers.

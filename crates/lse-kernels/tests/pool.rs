@@ -112,14 +112,15 @@ fn runs_from_two_threads_are_serialised() {
     });
 }
 
-/// While recording, each top-level run counts at the line that called it (its tasks, its time);
-/// a run inside a task is part of its caller's run, not a site of its own.
+/// While recording, each top-level run counts at the line that called it (its tasks, its time, the
+/// serial time before it); a run inside a task is part of its caller's run, not a site of its own.
 #[test]
 fn runs_are_profiled_by_call_site() {
     let pool = ThreadPool::new(2);
     lse_kernels::run_profile::start();
-    let line = line!() + 2;
+    let line = line!() + 3;
     for _ in 0..3 {
+        std::thread::sleep(Duration::from_micros(200)); // serial work before each run
         pool.run(4, &|_| pool.run(2, &|_| std::thread::sleep(Duration::from_micros(50))));
     }
     let sites = lse_kernels::run_profile::stop();
@@ -129,6 +130,8 @@ fn runs_are_profiled_by_call_site() {
     assert_eq!(here.len(), 1, "the inner run is no site of its own: {here:?}");
     let s = here[0];
     assert_eq!((s.line, s.runs, s.tasks), (line, 3, 12));
-    // 3 runs of 4 tasks of 2 × 50 µs on 2 threads: at least 300 µs of wall time
+    // 3 runs of 4 tasks of 2 × 50 µs on 2 threads: at least 300 µs of wall time; the serial
+    // 200 µs before the second and third runs (the first one's has no run before it)
     assert!(s.nanos >= 300_000 && s.wait_nanos <= s.nanos, "{s:?}");
+    assert!(s.gap_nanos >= 400_000 && s.gap_nanos < 400_000 + s.nanos + 100_000_000, "{s:?}");
 }
