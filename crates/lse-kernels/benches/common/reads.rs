@@ -44,33 +44,18 @@ mod vector {
 
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn sum_avx512(part: &[u64]) -> [u64; 4] {
-        let (p, lines) = (part.as_ptr(), part.len() / 8);
         let mut acc = [_mm512_setzero_si512(); 4];
-        let mut i = 0;
-        while i + 4 <= lines {
-            for (j, a) in acc.iter_mut().enumerate() {
-                _mm_prefetch::<_MM_HINT_T2>(p.wrapping_add(8 * (i + j) + PREFETCH_WORDS) as *const i8);
-                *a = _mm512_add_epi64(*a, _mm512_loadu_si512(p.add(8 * (i + j)) as *const _));
-            }
-            i += 4;
-        }
-        tail(part, 8 * i, acc.map(|a| _mm512_reduce_add_epi64(a) as u64))
+        let done = each_line(part, |j, at| acc[j] = _mm512_add_epi64(acc[j], _mm512_loadu_si512(at as *const _)));
+        tail(part, done, acc.map(|a| _mm512_reduce_add_epi64(a) as u64))
     }
 
     #[target_feature(enable = "avx2")]
     pub(super) unsafe fn sum_avx2(part: &[u64]) -> [u64; 4] {
-        let (p, lines) = (part.as_ptr(), part.len() / 8);
         let mut acc = [_mm256_setzero_si256(); 4];
-        let mut i = 0;
-        while i + 4 <= lines {
-            for (j, a) in acc.iter_mut().enumerate() {
-                let at = p.add(8 * (i + j));
-                _mm_prefetch::<_MM_HINT_T2>(at.wrapping_add(PREFETCH_WORDS) as *const i8);
-                let two = _mm256_add_epi64(_mm256_loadu_si256(at as *const _), _mm256_loadu_si256(at.add(4) as *const _));
-                *a = _mm256_add_epi64(*a, two);
-            }
-            i += 4;
-        }
+        let done = each_line(part, |j, at| {
+            let two = _mm256_add_epi64(_mm256_loadu_si256(at as *const _), _mm256_loadu_si256(at.add(4) as *const _));
+            acc[j] = _mm256_add_epi64(acc[j], two);
+        });
         let mut lanes = [0u64; 4];
         for a in acc {
             let mut w = [0u64; 4];
@@ -79,7 +64,24 @@ mod vector {
                 *l = l.wrapping_add(x);
             }
         }
-        tail(part, 8 * i, lanes)
+        tail(part, done, lanes)
+    }
+
+    /// Calls `add(j, line)` for the whole lines of `part`, four at a time (`j`: which of the four),
+    /// asking for each a page ahead; returns the words covered.
+    #[inline(always)]
+    unsafe fn each_line(part: &[u64], mut add: impl FnMut(usize, *const u64)) -> usize {
+        let (p, lines) = (part.as_ptr(), part.len() / 8);
+        let mut i = 0;
+        while i + 4 <= lines {
+            for j in 0..4 {
+                let at = p.add(8 * (i + j));
+                _mm_prefetch::<_MM_HINT_T2>(at.wrapping_add(PREFETCH_WORDS) as *const i8);
+                add(j, at);
+            }
+            i += 4;
+        }
+        8 * i
     }
 
     fn tail(part: &[u64], from: usize, mut acc: [u64; 4]) -> [u64; 4] {
