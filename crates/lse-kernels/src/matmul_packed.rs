@@ -184,7 +184,7 @@ fn run(pool: &ThreadPool, parts: &[Part], x: &[f32], m: usize) {
             let g1 = (g0 + pl.gpt).min(pl.ng);
             let r0 = (task / pl.gtasks) * pl.m_chunk;
             let r1 = (r0 + pl.m_chunk).min(m);
-            // the rows take one pass over each group: the weights come from memory once
+            // whether the rows take one pass over each group (decode): its bytes come from memory once
             let stream = m <= q.p.rows_per_tile();
             let mut r = r0;
             while r < r1 {
