@@ -64,6 +64,8 @@ struct Plan {
     gtasks: usize,
     m_chunk: usize,
     tasks: usize,
+    /// The rows take one pass over each group (a decode step's): its bytes come from memory once.
+    stream: bool,
 }
 
 /// Weight bytes per task when every group is read once (a decode step's few rows): a task's
@@ -74,12 +76,13 @@ struct Plan {
 const STREAM_RANGE_BYTES: usize = 1 << 20;
 
 fn plan(threads: usize, p: &PackedMatrix, n: usize, m: usize) -> Plan {
+    let stream = m <= p.rows_per_tile();
     if n == 0 {
-        return Plan { ng: 0, gpt: 1, gtasks: 0, m_chunk: m, tasks: 0 };
+        return Plan { ng: 0, gpt: 1, gtasks: 0, m_chunk: m, tasks: 0, stream };
     }
     let k = p.k();
     let ng = n.div_ceil(PNR);
-    let range = if m <= p.rows_per_tile() { STREAM_RANGE_BYTES } else { RANGE_BYTES };
+    let range = if stream { STREAM_RANGE_BYTES } else { RANGE_BYTES };
     let mut gpt = (range / p.group_bytes().max(1)).clamp(1, 64 * range / RANGE_BYTES);
     let mut m_chunk = m;
     if m * n * k < SMALL_WORK || threads == 1 {
@@ -94,7 +97,7 @@ fn plan(threads: usize, p: &PackedMatrix, n: usize, m: usize) -> Plan {
         }
     }
     let gtasks = ng.div_ceil(gpt);
-    Plan { ng, gpt, gtasks, m_chunk, tasks: gtasks * m.div_ceil(m_chunk) }
+    Plan { ng, gpt, gtasks, m_chunk, tasks: gtasks * m.div_ceil(m_chunk), stream }
 }
 
 /// How a matrix wants its activation rows: parts whose forms are equal share one quantized copy.
@@ -184,8 +187,6 @@ fn run(pool: &ThreadPool, parts: &[Part], x: &[f32], m: usize) {
             let g1 = (g0 + pl.gpt).min(pl.ng);
             let r0 = (task / pl.gtasks) * pl.m_chunk;
             let r1 = (r0 + pl.m_chunk).min(m);
-            // whether the rows take one pass over each group (decode): its bytes come from memory once
-            let stream = m <= q.p.rows_per_tile();
             let mut r = r0;
             while r < r1 {
                 let nx = (r1 - r).min(q.p.rows_per_tile());
@@ -195,7 +196,7 @@ fn run(pool: &ThreadPool, parts: &[Part], x: &[f32], m: usize) {
                     // outputs (r.., c0..c0+ncols) are inside the part's y and written only by this
                     // task; the pack exists only where its kernels run.
                     unsafe {
-                        q.p.tile(q.c_first / PNR + g, qp.get().add(f.at + r * f.xrb), f.xrb, nx, q.y.get().add(r * q.n + c0), q.n, (q.n - c0).min(PNR), stream)
+                        q.p.tile(q.c_first / PNR + g, qp.get().add(f.at + r * f.xrb), f.xrb, nx, q.y.get().add(r * q.n + c0), q.n, (q.n - c0).min(PNR), pl.stream)
                     };
                 }
                 r += nx;
