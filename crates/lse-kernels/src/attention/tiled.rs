@@ -252,22 +252,55 @@ pub(crate) struct Head<'a, E> {
     pub dk: usize,
     pub dv: usize,
     pub scale: f32,
-    /// Ask for the next panel's K and V while this one is computed: set where the panels are
-    /// read once (a decode step's one query per session), so they come from memory. Decode steps
-    /// alternated in one process (Emerald Rapids, 2 threads): SmolLM2 one session −3 %, 8
-    /// sessions −6 % (AVX2 kernels −4 %); Gemma-3 and Qwen2.5-Coder 8 sessions −5 % and −2 %, one
-    /// session unchanged. A prefill's tiles reread panels from cache and only pay the requests
-    /// (its attention 6 % slower with them).
+    /// Ask for later panels' K and V while this one is computed ([`Ahead`]): set where the panels
+    /// are read once (a decode step's one query per session), so they come from memory. A
+    /// prefill's tiles reread panels from cache and would only pay the requests (its attention
+    /// was 6 % slower with them).
     pub ahead: bool,
 }
 
-/// Requests panel `p`'s K and V bytes into L1, one per cache line.
-#[inline(always)]
-unsafe fn fetch_panel<E>(head: &Head<E>, p: usize) {
-    let (kn, vn) = (head.dk * KP, KP * head.dv);
-    for (start, n) in [(head.kt.as_ptr().wrapping_add(p * kn), kn), (head.v.as_ptr().wrapping_add(p * vn), vn)] {
-        for o in (0..n * core::mem::size_of::<E>()).step_by(64) {
-            _mm_prefetch::<_MM_HINT_T0>((start as *const i8).wrapping_add(o));
+/// Key steps of a `P·V` between two of [`Ahead`]'s asks (a divisor of [`KP`]).
+const ASK_EVERY: usize = 4;
+
+/// The cache lines a decode tile asks for into L1 while it computes one panel's `P·V`: a later
+/// panel's K and V, `per` lines of each at every [`ASK_EVERY`]th key step. Asked for all at once
+/// at the panel's start (as before session 23), the 64 requests of a SmolLM2 panel waited for
+/// free fill buffers, and the tile with them; asked at every step, the asking cost the AVX2 tile
+/// (16-column steps) more than it saved. Against the requests at the panel's start, decode steps
+/// alternated in one process (Emerald Rapids, 2 threads), 1 / 8 sessions: SmolLM2 −6 / −9 %
+/// (AVX2 −10 / −11 %), Gemma-3 −1 / −8 % (−2 / −5 %), Qwen2.5-Coder −0.3 / −2 % (−1 / −2 %).
+#[derive(Clone, Copy)]
+struct Ahead {
+    k: *const i8,
+    k_lines: usize,
+    v: *const i8,
+    v_lines: usize,
+    per: usize,
+}
+
+impl Ahead {
+    /// K of panel `pk` and V of panel `pv` (none past the last panel, `p1 - 1`), asked for over
+    /// the key steps of a `P·V` of `blocks` column blocks.
+    fn new<E>(head: &Head<E>, pk: usize, pv: usize, p1: usize, blocks: usize) -> Ahead {
+        let (kn, vn, size) = (head.dk * KP, KP * head.dv, core::mem::size_of::<E>());
+        let lines = |p: usize, n: usize| if p < p1 { n * size / 64 } else { 0 };
+        let (k_lines, v_lines) = (lines(pk, kn), lines(pv, vn));
+        Ahead {
+            k: head.kt.as_ptr().wrapping_add(pk * kn) as *const i8,
+            k_lines,
+            v: head.v.as_ptr().wrapping_add(pv * vn) as *const i8,
+            v_lines,
+            per: k_lines.max(v_lines).div_ceil(blocks * KP / ASK_EVERY),
+        }
+    }
+
+    /// Ask number `a`'s lines.
+    #[inline(always)]
+    unsafe fn ask(&self, a: usize) {
+        for (base, n) in [(self.k, self.k_lines), (self.v, self.v_lines)] {
+            for x in a * self.per..((a + 1) * self.per).min(n) {
+                _mm_prefetch::<_MM_HINT_T0>(base.wrapping_add(64 * x));
+            }
         }
     }
 }
@@ -310,28 +343,25 @@ unsafe fn tile_n<V: V16, E: Lanes, const PIPE: bool, const N: usize>(rows: &Rows
         // loop, so the scores' FMA chains (one per row, `dk` long) overlap the `P·V` FMAs
         // instead of running alone. Each value is the same chain of operations as below. On
         // AVX2 (16 columns a block) decode attention ran 10–15 % faster with it (SmolLM2 and
-        // Gemma-3 shapes, one session, steps alternated in one process).
+        // Gemma-3 shapes, one session, steps alternated in one process). Panel p + 1's K is
+        // read during panel p's `P·V`, so that `P·V` asks for the K of panel p + 2.
         let mut s = scores::<V, E, N>(rows, kt, dk, p0);
         for p in p0..p1 {
-            if head.ahead && p + 1 < p1 {
-                fetch_panel(head, p + 1);
-            }
+            let ahead = head.ahead.then(|| Ahead::new(head, p + 2, p + 1, p1, pv_blocks::<V>(dv)));
             let pbuf = softmax::<V, N>(rows, head, p, &s, &mut st, acc);
             match (pbuf, p + 1 < p1) {
-                (Some(pb), true) => s = pv::<V, E, N>(head, &pb, p, acc, Some(rows)),
-                (Some(pb), false) => _ = pv::<V, E, N>(head, &pb, p, acc, None),
+                (Some(pb), true) => s = pv::<V, E, N>(head, &pb, p, acc, Some(rows), ahead),
+                (Some(pb), false) => _ = pv::<V, E, N>(head, &pb, p, acc, None, ahead),
                 (None, true) => s = scores::<V, E, N>(rows, kt, dk, p + 1),
                 (None, false) => {}
             }
         }
     } else {
         for p in p0..p1 {
-            if head.ahead && p + 1 < p1 {
-                fetch_panel(head, p + 1);
-            }
+            let ahead = head.ahead.then(|| Ahead::new(head, p + 1, p + 1, p1, pv_blocks::<V>(dv)));
             let s = scores::<V, E, N>(rows, kt, dk, p);
             if let Some(pb) = softmax::<V, N>(rows, head, p, &s, &mut st, acc) {
-                pv::<V, E, N>(head, &pb, p, acc, None);
+                pv::<V, E, N>(head, &pb, p, acc, None, ahead);
             }
         }
     }
@@ -404,28 +434,39 @@ unsafe fn softmax<V: V16, const N: usize>(rows: &Rows, head: &Head<impl Lanes>, 
     live.then_some(pbuf)
 }
 
+/// Column blocks of a `P·V` over `dv` columns: 64 at a time while they last (AVX-512), then 16.
+fn pv_blocks<V: V16>(dv: usize) -> usize {
+    if V::COLS == 64 {
+        dv / 64 + dv % 64 / 16
+    } else {
+        dv / 16
+    }
+}
+
 /// `acc[r] += Σ_j P[r][j] · V[p·16 + j]`, `V::COLS` columns at a time. With `next` (the rows;
 /// `dk == dv`), also panel `p + 1`'s scores, returned: each column block `c .. c + 16·U` runs
 /// the score steps `d = c + Uj .. c + U(j + 1)` beside key `j`'s `P·V` step, so `d` goes in order.
+/// With `ahead`, its key steps ask for those lines.
 #[inline(always)]
-unsafe fn pv<V: V16, E: Lanes, const N: usize>(head: &Head<E>, pbuf: &[[f32; KP]; N], p: usize, acc: &mut [f32], next: Option<&Rows>) -> [V; N] {
+unsafe fn pv<V: V16, E: Lanes, const N: usize>(head: &Head<E>, pbuf: &[[f32; KP]; N], p: usize, acc: &mut [f32], next: Option<&Rows>, ahead: Option<Ahead>) -> [V; N] {
     let Head { kt, v, dk, dv, .. } = *head;
     let vp = v.as_ptr().add(p * KP * dv);
     let mut sums = (kt.as_ptr().wrapping_add((p + 1) * dk * KP), [V::zero(); N]);
-    let mut c = 0;
+    let (mut c, mut block) = (0, 0);
     while c + 64 <= dv && V::COLS == 64 {
-        pv_block::<V, E, N, 4>(pbuf, vp, dv, c, acc, next.map(|r| (r, &mut sums)));
-        c += 64;
+        pv_block::<V, E, N, 4>(pbuf, vp, dv, c, acc, next.map(|r| (r, &mut sums)), ahead.map(|a| (a, block)));
+        (c, block) = (c + 64, block + 1);
     }
     while c < dv {
-        pv_block::<V, E, N, 1>(pbuf, vp, dv, c, acc, next.map(|r| (r, &mut sums)));
-        c += 16;
+        pv_block::<V, E, N, 1>(pbuf, vp, dv, c, acc, next.map(|r| (r, &mut sums)), ahead.map(|a| (a, block)));
+        (c, block) = (c + 16, block + 1);
     }
     sums.1
 }
 
 /// `acc[r][c .. c + 16·U] += Σ_j pbuf[r][j] · V[j][c ..]` for the tile's rows, keys in order;
-/// with `scores` = (rows, (K panel, sums)), also the score steps `d = c + Uj .. c + U(j + 1)`.
+/// with `scores` = (rows, (K panel, sums)), also the score steps `d = c + Uj .. c + U(j + 1)`;
+/// with `ahead` = (lines, this block's index in the `P·V`), every [`ASK_EVERY`]th key asks.
 #[inline(always)]
 unsafe fn pv_block<V: V16, E: Lanes, const N: usize, const U: usize>(
     pbuf: &[[f32; KP]; N],
@@ -434,6 +475,7 @@ unsafe fn pv_block<V: V16, E: Lanes, const N: usize, const U: usize>(
     c: usize,
     acc: &mut [f32],
     mut scores: Option<(&Rows, &mut (*const E, [V; N]))>,
+    ahead: Option<(Ahead, usize)>,
 ) {
     let mut a = [[V::zero(); U]; N];
     for r in 0..N {
@@ -449,6 +491,11 @@ unsafe fn pv_block<V: V16, E: Lanes, const N: usize, const U: usize>(
             let pj = V::splat(pbuf[r][j]);
             for u in 0..U {
                 a[r][u] = V::fmadd(pj, vv[u], a[r][u]);
+            }
+        }
+        if let Some((lines, block)) = &ahead {
+            if j % ASK_EVERY == 0 {
+                lines.ask((block * KP + j) / ASK_EVERY);
             }
         }
         if let Some((rows, (kp, s))) = &mut scores {
