@@ -5,7 +5,9 @@
 //! qwen25coder), `LSE_BENCH_THREADS` (2), `LSE_BENCH_SESSIONS` ("1,4,8,16") and `LSE_BENCH_SIMD`
 //! (the kernel level, e.g. avx2) choose the run; `LSE_BENCH_STEPS` (128) sets the decode length;
 //! `LSE_BENCH_PRINT_STEPS` prints the first 24 step times (a one-off cost shows as a spike);
-//! `LSE_BENCH_PROFILE` a step's pool runs by call site ([`lse_kernels::run_profile`]).
+//! `LSE_BENCH_PROFILE` a step's pool runs by call site ([`lse_kernels::run_profile`]);
+//! `LSE_BENCH_PROMPT` (512) the prompt's tokens (1: llama-bench's tg128 shape, which decodes from
+//! an empty context, so a step reads its weights and next to no K/V).
 //! For one session it also prints the weight bytes a step streams (the packed matrices, LM head
 //! included), the GB/s that makes, and this machine's read bandwidth on the same threads: the
 //! memory-bound speed is bandwidth / bytes per step. Then it decodes again, each step followed by a
@@ -30,12 +32,13 @@ fn main() {
         .filter_map(|s| s.trim().parse().ok())
         .collect();
     let steps: usize = std::env::var("LSE_BENCH_STEPS").ok().and_then(|v| v.parse().ok()).unwrap_or(128);
+    let prompt: u32 = std::env::var("LSE_BENCH_PROMPT").ok().and_then(|v| v.parse().ok()).unwrap_or(512).max(1);
     let simd = std::env::var("LSE_BENCH_SIMD").ok().map(|s| lse_engine::parse_simd_level(&s).expect("LSE_BENCH_SIMD: avx512, avx2 or scalar"));
-    let opts = EngineOptions { threads, kv_len: Some((512 + steps + 16).next_power_of_two()), simd, ..Default::default() };
+    let opts = EngineOptions { threads, kv_len: Some((prompt as usize + steps + 16).next_power_of_two()), simd, ..Default::default() };
     let engine = Engine::load(&path, opts).unwrap();
     let v = engine.n_vocab() as u32;
     let request = |k: usize| GenerateRequest {
-        prompt: Prompt::Tokens((0..512u32).map(|i| (i * 7919 + 13 + 101 * k as u32) % v).collect()),
+        prompt: Prompt::Tokens((0..prompt).map(|i| (i * 7919 + 13 + 101 * k as u32) % v).collect()),
         max_tokens: steps as i64 + 1,
         ignore_eos: true,
         sampling: SamplingParams { temperature: 0.0, ..Default::default() },
@@ -95,7 +98,7 @@ fn main() {
         }
         println!(
             "{name} threads {threads} sessions {s:2}: prefill {:.1} tok/s; decode {steps} steps, {tokens} tokens, {:.1} tok/s aggregate ({:.1} per session); median step {:.2} ms",
-            512.0 * s as f64 / prefill,
+            prompt as f64 * s as f64 / prefill,
             tokens as f64 / decode,
             tokens as f64 / decode / s as f64,
             1e3 * median_step
