@@ -264,11 +264,11 @@ const ASK_EVERY: usize = 4;
 
 /// The cache lines a decode tile asks for into L1 while it computes one panel's `P·V`: a later
 /// panel's K and V, `per` lines of each at every [`ASK_EVERY`]th key step. Asked for all at once
-/// at the panel's start (as before session 23), the 64 requests of a SmolLM2 panel waited for
-/// free fill buffers, and the tile with them; asked at every step, the asking cost the AVX2 tile
-/// (16-column steps) more than it saved. Against the requests at the panel's start, decode steps
-/// alternated in one process (Emerald Rapids, 2 threads), 1 / 8 sessions: SmolLM2 −6 / −9 %
-/// (AVX2 −10 / −11 %), Gemma-3 −1 / −8 % (−2 / −5 %), Qwen2.5-Coder −0.3 / −2 % (−1 / −2 %).
+/// at the panel's start, the 64 requests of a SmolLM2 panel waited for free fill buffers, and
+/// the tile with them; asked at every step, the asking cost the AVX2 tile (16-column steps) more
+/// than it saved. Against the requests at the panel's start, decode steps alternated in one
+/// process (Emerald Rapids, 2 threads), 1 / 8 sessions: SmolLM2 −6 / −9 % (AVX2 −10 / −11 %),
+/// Gemma-3 −1 / −8 % (−2 / −5 %), Qwen2.5-Coder −0.3 / −2 % (−1 / −2 %).
 #[derive(Clone, Copy)]
 struct Ahead {
     k: *const i8,
