@@ -430,8 +430,9 @@ impl PackedMatrix {
     }
 
     /// The micro-tile: `nx` (≤ [`PackedMatrix::rows_per_tile`]) activation rows at `x` (Split32 rows, stride `xs`) against
-    /// group `g`; writes `ncols` (≤ 16) outputs of each row to `y + j·ldy`. `stream`: this call's
-    /// rows are all the call's (a decode step's), so the group is read once, from memory.
+    /// group `g`; writes `ncols` (≤ 16) outputs of each row to `y + j·ldy`. `stream`: this call
+    /// reads the group from memory (a decode step's first row pass over it) and asks for its lines
+    /// into L1 as well as L2.
     ///
     /// # Safety
     /// `x` must hold `nx` Split32 rows of this matrix's `k`, `y` the outputs, the CPU must run

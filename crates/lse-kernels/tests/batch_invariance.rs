@@ -23,7 +23,7 @@ fn matmul_rows_do_not_depend_on_row_count() {
         for d in [Dialect::Scalar, Dialect::Simd] {
             let mut all = vec![f32::NAN; m_all * n];
             matmul(d, &pools[1], t, &w, n, k, &x, m_all, &mut all);
-            for (pool, i0, m) in [(0, 0, 1), (1, 5, 1), (1, 66, 1), (0, 3, 7), (1, 17, 33), (1, 0, 16)] {
+            for (pool, i0, m) in [(0, 0, 1), (1, 5, 1), (1, 66, 1), (0, 3, 7), (1, 17, 33), (1, 0, 16), (1, 34, 32)] {
                 let mut y = vec![f32::NAN; m * n];
                 matmul(d, &pools[pool], t, &w, n, k, &x[i0 * k..(i0 + m) * k], m, &mut y);
                 for i in 0..m {
@@ -39,7 +39,7 @@ fn matmul_rows_do_not_depend_on_row_count() {
                 let Some(p) = PackedMatrix::new(&pools[1], t, &w, n, k) else { continue };
                 let mut all = vec![f32::NAN; m_all * n];
                 matmul_packed(&pools[1], &p, &x, m_all, &mut all);
-                for (pool, i0, m) in [(0, 0, 1), (1, 5, 1), (1, 66, 1), (0, 3, 7), (1, 17, 33), (1, 0, 16)] {
+                for (pool, i0, m) in [(0, 0, 1), (1, 5, 1), (1, 66, 1), (0, 3, 7), (1, 17, 33), (1, 0, 16), (1, 34, 32)] {
                     let mut y = vec![f32::NAN; m * n];
                     matmul_packed(&pools[pool], &p, &x[i0 * k..(i0 + m) * k], m, &mut y);
                     for i in 0..m {
