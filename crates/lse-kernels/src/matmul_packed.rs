@@ -6,7 +6,7 @@
 //! tile's, so each equals what its matrix alone would give.
 
 use crate::matmul::{quantize_rows, quantize_rows_q8k_split, SendPtr, RANGE_BYTES, SCRATCH, SMALL_WORK};
-use crate::packed::{PackedMatrix, PMR, PNR};
+use crate::packed::{Fetch, PackedMatrix, PMR, PNR};
 use crate::pool::ThreadPool;
 use crate::simd;
 use smallvec::SmallVec;
@@ -196,27 +196,26 @@ fn run(pool: &ThreadPool, parts: &[Part], x: &[f32], m: usize) {
             let r0 = (task / pl.gtasks) * pl.m_chunk;
             let r1 = (r0 + pl.m_chunk).min(m);
             let rpt = q.p.rows_per_tile();
-            // the tile over group g and the row pass from r; `first`: the pass that brings the
-            // group's bytes from memory (a decode step's first), which asks for them into L1 too
-            let tile = |g: usize, r: usize, first: bool| {
+            // the tile over group g and the row pass from r
+            let tile = |g: usize, r: usize, fetch: Fetch| {
                 let (c0, nx) = (g * PNR, (r1 - r).min(rpt));
                 // SAFETY: rows r..r+nx of the part's quantized copy exist and are written;
                 // outputs (r.., c0..c0+ncols) are inside the part's y and written only by this
                 // task; the pack exists only where its kernels run.
                 unsafe {
-                    q.p.tile(q.c_first / PNR + g, qp.get().add(f.at + r * f.xrb), f.xrb, nx, q.y.get().add(r * q.n + c0), q.n, (q.n - c0).min(PNR), first)
+                    q.p.tile(q.c_first / PNR + g, qp.get().add(f.at + r * f.xrb), f.xrb, nx, q.y.get().add(r * q.n + c0), q.n, (q.n - c0).min(PNR), fetch)
                 };
             };
             if pl.stream {
                 for g in g0..g1 {
                     for r in (r0..r1).step_by(rpt) {
-                        tile(g, r, r == r0);
+                        tile(g, r, if r == r0 { Fetch::Stream } else { Fetch::Cached });
                     }
                 }
             } else {
                 for r in (r0..r1).step_by(rpt) {
                     for g in g0..g1 {
-                        tile(g, r, false);
+                        tile(g, r, Fetch::Page);
                     }
                 }
             }

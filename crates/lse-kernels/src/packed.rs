@@ -430,9 +430,8 @@ impl PackedMatrix {
     }
 
     /// The micro-tile: `nx` (≤ [`PackedMatrix::rows_per_tile`]) activation rows at `x` (Split32 rows, stride `xs`) against
-    /// group `g`; writes `ncols` (≤ 16) outputs of each row to `y + j·ldy`. `stream`: this call
-    /// reads the group from memory (a decode step's first row pass over it) and asks for its lines
-    /// into L1 as well as L2.
+    /// group `g`; writes `ncols` (≤ 16) outputs of each row to `y + j·ldy`, asking for the group's
+    /// bytes ahead as `fetch` says.
     ///
     /// # Safety
     /// `x` must hold `nx` Split32 rows of this matrix's `k`, `y` the outputs, the CPU must run
@@ -448,7 +447,7 @@ impl PackedMatrix {
         y: *mut f32,
         ldy: usize,
         ncols: usize,
-        stream: bool,
+        fetch: Fetch,
     ) {
         #[cfg(target_arch = "x86_64")]
         {
@@ -463,8 +462,8 @@ impl PackedMatrix {
                 y,
                 ldy,
                 ncols,
-                prefetch: true,
-                near: stream,
+                prefetch: fetch != Fetch::Cached,
+                near: fetch == Fetch::Stream,
             };
             if self.unpacks() && nx > self.unpack_above() {
                 // rebuild the group's bytes once for all passes (see `rows_per_tile`)
@@ -587,6 +586,18 @@ pub(crate) struct Args {
     prefetch: bool,
     /// Whether it also asks for them into L1 shortly before use: where the group is read once.
     near: bool,
+}
+
+/// What a tile call asks for ahead of its weight reads.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fetch {
+    /// Nothing: a later row pass over a group its first pass brought into cache (16 decoding
+    /// sessions, against asking into L2 again: steps 0.3–4 % shorter, alternated in one process).
+    Cached,
+    /// Into L2 a page ahead (see [`prefetch_ahead`]): a prefill's pass, rereading from L2 later.
+    Page,
+    /// Into L2 and, shortly before use, L1: a decode step's first pass, the group's one read.
+    Stream,
 }
 
 /// How far past the block it multiplies a tile asks for weight bytes. The hardware prefetchers

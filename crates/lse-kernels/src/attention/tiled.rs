@@ -280,9 +280,11 @@ struct Ahead {
 
 impl Ahead {
     /// K of panel `pk` and V of panel `pv` (none past the last panel, `p1 - 1`), asked for over
-    /// the key steps of a `P·V` of `blocks` column blocks.
-    fn new<E>(head: &Head<E>, pk: usize, pv: usize, p1: usize, blocks: usize) -> Ahead {
+    /// the key steps of a `P·V` with `V` lanes (its first `dv / V::COLS` column blocks, rounded
+    /// up: every block but a last short one is `V::COLS` wide).
+    fn new<V: V16, E>(head: &Head<E>, pk: usize, pv: usize, p1: usize) -> Ahead {
         let (kn, vn, size) = (head.dk * KP, KP * head.dv, core::mem::size_of::<E>());
+        let blocks = head.dv.div_ceil(V::COLS);
         let lines = |p: usize, n: usize| if p < p1 { n * size / 64 } else { 0 };
         let (k_lines, v_lines) = (lines(pk, kn), lines(pv, vn));
         Ahead {
@@ -347,7 +349,7 @@ unsafe fn tile_n<V: V16, E: Lanes, const PIPE: bool, const N: usize>(rows: &Rows
         // read during panel p's `P·V`, so that `P·V` asks for the K of panel p + 2.
         let mut s = scores::<V, E, N>(rows, kt, dk, p0);
         for p in p0..p1 {
-            let ahead = head.ahead.then(|| Ahead::new(head, p + 2, p + 1, p1, pv_blocks::<V>(dv)));
+            let ahead = head.ahead.then(|| Ahead::new::<V, E>(head, p + 2, p + 1, p1));
             let pbuf = softmax::<V, N>(rows, head, p, &s, &mut st, acc);
             match (pbuf, p + 1 < p1) {
                 (Some(pb), true) => s = pv::<V, E, N>(head, &pb, p, acc, Some(rows), ahead),
@@ -358,7 +360,7 @@ unsafe fn tile_n<V: V16, E: Lanes, const PIPE: bool, const N: usize>(rows: &Rows
         }
     } else {
         for p in p0..p1 {
-            let ahead = head.ahead.then(|| Ahead::new(head, p + 1, p + 1, p1, pv_blocks::<V>(dv)));
+            let ahead = head.ahead.then(|| Ahead::new::<V, E>(head, p + 1, p + 1, p1));
             let s = scores::<V, E, N>(rows, kt, dk, p);
             if let Some(pb) = softmax::<V, N>(rows, head, p, &s, &mut st, acc) {
                 pv::<V, E, N>(head, &pb, p, acc, None, ahead);
@@ -432,15 +434,6 @@ unsafe fn softmax<V: V16, const N: usize>(rows: &Rows, head: &Head<impl Lanes>, 
         e.store(pbuf[r].as_mut_ptr());
     }
     live.then_some(pbuf)
-}
-
-/// Column blocks of a `P·V` over `dv` columns: 64 at a time while they last (AVX-512), then 16.
-fn pv_blocks<V: V16>(dv: usize) -> usize {
-    if V::COLS == 64 {
-        dv / 64 + dv % 64 / 16
-    } else {
-        dv / 16
-    }
 }
 
 /// `acc[r] += Σ_j P[r][j] · V[p·16 + j]`, `V::COLS` columns at a time. With `next` (the rows;
