@@ -223,6 +223,33 @@ fn qwen25coder_decode_matches_prefill() {
     assert_eq!(decode_vs_prefill("qwen25coder"), (0.0, 0.0));
 }
 
+/// A generated token's log-prob and its alternatives' are, bit for bit, what scoring's LM-head
+/// reduction (`head_reduce`, the vocabulary in slices) gives the same position's row: SmolLM2's
+/// 49152 entries are two slices, whose sums a whole-row reduction would add in another order.
+#[test]
+fn generated_logprobs_are_scorings() {
+    let Some(m) = lse_testdata::model("smollm2") else { return };
+    let e = load(&m, 512, 512);
+    let prompt = ids(11, 40, e.n_vocab());
+    let req = GenerateRequest { sampling: SamplingParams { temperature: 0.0, ..Default::default() }, ..greedy(&prompt, 12) };
+    let g = run_to_end(&e, e.start_sequence(&req).unwrap());
+    let toks: Vec<u32> = prompt.iter().copied().chain(g.ids()).collect();
+    let positions: Vec<usize> = (0..toks.len() - 1).collect();
+    let hidden = e.prefill(&toks[..toks.len() - 1], &positions).unwrap();
+    let n = g.steps.len();
+    let rows = lse_engine::HiddenRows { n_rows: n, n_embd: hidden.n_embd, data: hidden.data[(prompt.len() - 1) * hidden.n_embd..].to_vec() };
+    let picks: Vec<[u32; 1]> = g.steps.iter().map(|t| [t.id]).collect();
+    let requests: Vec<lse_engine::RowRequest> = picks.iter().map(|p| lse_engine::RowRequest { ids: p, top_k: 3 }).collect();
+    let reds = e.head_reduce(&rows, &requests).unwrap();
+    for (i, (step, red)) in g.steps.iter().zip(&reds).enumerate() {
+        let lp = |l: f32| l as f64 - red.max as f64 - red.sum_exp.ln();
+        assert_eq!(step.logprob.to_bits(), lp(red.picked[0]).to_bits(), "step {i}: log-prob of token {}", step.id);
+        let top: Vec<(u32, u64)> = red.top.iter().map(|&(t, l)| (t, lp(l).to_bits())).collect();
+        let got: Vec<(u32, u64)> = step.top.iter().map(|&(t, l)| (t, l.to_bits())).collect();
+        assert_eq!(got, top, "step {i}: alternatives");
+    }
+}
+
 /// A greedy request for `prompt` (ids), `n` tokens.
 fn greedy(prompt: &[u32], n: i64) -> GenerateRequest {
     GenerateRequest {

@@ -39,7 +39,8 @@ pub fn reduce_row(d: Dialect, row: &[f32], ids: &[u32], top_k: usize) -> RowRedu
 /// head, in ascending order), so the whole row never has to be held. Max, argmax, picked and
 /// top-K equal [`reduce_row`]'s on the whole row; the sum of exponentials is each slice's own
 /// f64 sum rescaled to the row maximum and added in slice order (another f64 summation order: a
-/// relative change of order 1e-14).
+/// relative change of order 1e-14). A slice's own part ([`SlicePart`]) can be computed on any
+/// thread; merged in slice order, the result does not depend on where each part ran.
 pub struct SlicedRow {
     ids: Vec<u32>,
     top_k: usize,
@@ -51,6 +52,30 @@ pub struct SlicedRow {
     top: Vec<(u32, f32)>,
 }
 
+/// One vocabulary slice's reductions, for [`SlicedRow::merge`].
+pub struct SlicePart {
+    offset: usize,
+    len: usize,
+    max: f32,
+    /// First index of the maximum within the slice.
+    at: u32,
+    sum: f64,
+    /// The slice's logits of the row's ids (NaN for ids outside it).
+    picked: Vec<f32>,
+    /// The slice's top-K, ids within the slice.
+    top: Vec<(u32, f32)>,
+}
+
+impl SlicePart {
+    /// The reductions of entries `offset..offset + slice.len()` of a row.
+    pub fn new(d: Dialect, ids: &[u32], top_k: usize, offset: usize, slice: &[f32]) -> SlicePart {
+        let (max, at) = max_argmax(d, slice);
+        let sum = if max == f32::NEG_INFINITY { if slice.iter().any(|x| x.is_nan()) { f64::NAN } else { 0.0 } } else { sum_exp(d, slice, max) };
+        let picked = ids.iter().map(|&id| (id as usize).checked_sub(offset).and_then(|i| slice.get(i)).copied().unwrap_or(f32::NAN)).collect();
+        SlicePart { offset, len: slice.len(), max, at, sum, picked, top: self::top_k(d, slice, top_k) }
+    }
+}
+
 impl SlicedRow {
     pub fn new(ids: &[u32], top_k: usize) -> SlicedRow {
         SlicedRow { ids: ids.to_vec(), top_k, max: f32::NEG_INFINITY, argmax: 0, parts: Vec::new(), picked: vec![f32::NAN; ids.len()], top: Vec::new() }
@@ -58,7 +83,13 @@ impl SlicedRow {
 
     /// The logits of entries `offset..offset + slice.len()`; slices must come in ascending order.
     pub fn add(&mut self, d: Dialect, offset: usize, slice: &[f32]) {
-        let (m, at) = max_argmax(d, slice);
+        let part = SlicePart::new(d, &self.ids, self.top_k, offset, slice);
+        self.merge(part);
+    }
+
+    /// A slice's part (made with this row's ids and top-K); parts must come in ascending order.
+    pub fn merge(&mut self, part: SlicePart) {
+        let SlicePart { offset, len, max: m, at, sum, picked, top } = part;
         if m > self.max || self.parts.is_empty() {
             // strictly greater: an earlier slice keeps the first index of a tied maximum
             if m > self.max {
@@ -66,17 +97,15 @@ impl SlicedRow {
             }
             self.argmax = offset as u32 + at;
         }
-        let s = if m == f32::NEG_INFINITY { if slice.iter().any(|x| x.is_nan()) { f64::NAN } else { 0.0 } } else { sum_exp(d, slice, m) };
-        self.parts.push((m, s));
-        for (p, &id) in self.picked.iter_mut().zip(&self.ids) {
-            if let Some(&v) = (id as usize).checked_sub(offset).and_then(|i| slice.get(i)) {
+        self.parts.push((m, sum));
+        for (p, (&id, v)) in self.picked.iter_mut().zip(self.ids.iter().zip(picked)) {
+            if (offset..offset + len).contains(&(id as usize)) {
                 *p = v;
             }
         }
         // new ids are all higher: on equal logits the earlier entries stay first
-        let new = top_k(d, slice, self.top_k);
         let mut merged = Vec::with_capacity(self.top_k);
-        let (mut a, mut b) = (self.top.iter().peekable(), new.iter().map(|&(i, v)| (offset as u32 + i, v)).peekable());
+        let (mut a, mut b) = (self.top.iter().peekable(), top.iter().map(|&(i, v)| (offset as u32 + i, v)).peekable());
         while merged.len() < self.top_k {
             match (a.peek(), b.peek()) {
                 (Some(&&x), Some(&y)) => merged.push(if y.1 > x.1 { b.next().unwrap_or(y) } else { a.next().copied().unwrap_or(x) }),

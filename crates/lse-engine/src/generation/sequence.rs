@@ -8,7 +8,7 @@ use super::request::{GenerateRequest, Prompt};
 use super::sampler::Sampler;
 use super::text::TextStream;
 use crate::{BatchRow, Engine, EngineError, Session, StepList};
-use lse_kernels::reduce::RowReduce;
+use lse_kernels::reduce::{RowReduce, SlicePart, SlicedRow};
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::sync::OnceLock;
@@ -254,15 +254,24 @@ impl Engine {
                 .zip(logits.chunks_exact(v))
                 .map(|(r, row)| (r.seq, row, seqs[r.seq].top_logprobs.max(2)))
                 .collect();
-            // the rows' reductions (a pass over the vocabulary each) run on the pool, one task a row
-            let reds: StepList<OnceLock<RowReduce>> = outs.iter().map(|_| OnceLock::new()).collect();
+            // the rows' reductions run on the pool, one task per row and vocabulary slice, merged
+            // in slice order: the same slices and sums as scoring's (`head_reduce`), so a
+            // generated token's log-prob is the one scoring gives its logits
+            let slices = crate::head::head_slices(v);
+            let ns = slices.len();
+            let parts: Vec<OnceLock<SlicePart>> = (0..outs.len() * ns).map(|_| OnceLock::new()).collect();
             let d = self.options().dialect;
-            self.backend.run(outs.len(), &|i| {
-                let _ = reds[i].set(lse_kernels::reduce::reduce_row(d, outs[i].1, &[], outs[i].2));
+            self.backend.run(parts.len(), &|t| {
+                let ((_, row, top_k), cols) = (outs[t / ns], &slices[t % ns]);
+                let _ = parts[t].set(SlicePart::new(d, &[], top_k, cols.start, &row[cols.clone()]));
             });
-            for (&(i, row, _), red) in outs.iter().zip(reds) {
-                let red = red.into_inner().expect("every row reduced");
-                self.accept(seqs[i], row, &red)?;
+            let mut parts = parts.into_iter();
+            for &(i, row, top_k) in &outs {
+                let mut red = SlicedRow::new(&[], top_k);
+                for part in parts.by_ref().take(ns) {
+                    red.merge(part.into_inner().expect("every slice reduced"));
+                }
+                self.accept(seqs[i], row, &red.finish())?;
             }
             Ok(stats)
         })
