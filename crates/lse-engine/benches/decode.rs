@@ -4,6 +4,8 @@
 //! greedy); prints prefill and aggregate decode tokens/s. `LSE_BENCH_MODEL` (smollm2, gemma3,
 //! qwen25coder), `LSE_BENCH_THREADS` (2), `LSE_BENCH_SESSIONS` ("1,4,8,16") and `LSE_BENCH_SIMD`
 //! (the kernel level, e.g. avx2) choose the run; `LSE_BENCH_STEPS` (128) sets the decode length;
+//! `LSE_BENCH_SAMPLE` samples with the default chain (temperature 0.8, top-k 40, top-p 0.95,
+//! min-p 0.05; seeded) instead of greedy;
 //! `LSE_BENCH_PRINT_STEPS` prints the first 24 step times (a one-off cost shows as a spike);
 //! `LSE_BENCH_PROFILE` a step's pool runs by call site ([`lse_kernels::run_profile`]);
 //! `LSE_BENCH_PROMPT` (512) the prompt's tokens (1: llama-bench's tg128 shape, which decodes from
@@ -33,6 +35,7 @@ fn main() {
         .collect();
     let steps: usize = std::env::var("LSE_BENCH_STEPS").ok().and_then(|v| v.parse().ok()).unwrap_or(128);
     let prompt: u32 = std::env::var("LSE_BENCH_PROMPT").ok().and_then(|v| v.parse().ok()).unwrap_or(512).max(1);
+    let sample = std::env::var_os("LSE_BENCH_SAMPLE").is_some();
     let simd = std::env::var("LSE_BENCH_SIMD").ok().map(|s| lse_engine::parse_simd_level(&s).expect("LSE_BENCH_SIMD: avx512, avx2 or scalar"));
     let opts = EngineOptions { threads, kv_len: Some((prompt as usize + steps + 16).next_power_of_two()), simd, ..Default::default() };
     let engine = Engine::load(&path, opts).unwrap();
@@ -41,7 +44,7 @@ fn main() {
         prompt: Prompt::Tokens((0..prompt).map(|i| (i * 7919 + 13 + 101 * k as u32) % v).collect()),
         max_tokens: steps as i64 + 1,
         ignore_eos: true,
-        sampling: SamplingParams { temperature: 0.0, ..Default::default() },
+        sampling: if sample { SamplingParams { seed: Some(k as u64), ..Default::default() } } else { SamplingParams { temperature: 0.0, ..Default::default() } },
         ..Default::default()
     };
     engine.generate(&GenerateRequest { max_tokens: 4, ..request(0) }).unwrap(); // warm-up: packs the weights
