@@ -46,8 +46,9 @@ pub struct SlicedRow {
     top_k: usize,
     max: f32,
     argmax: u32,
-    /// (slice maximum, `sum(exp(l - slice maximum))`) per slice, in order.
-    parts: Vec<(f32, f64)>,
+    /// (slice maximum, `sum(exp(l - slice maximum))`) per slice, in order (inline up to a
+    /// 262144-entry vocabulary's 8 slices).
+    parts: smallvec::SmallVec<[(f32, f64); 8]>,
     picked: Vec<f32>,
     top: Vec<(u32, f32)>,
 }
@@ -63,7 +64,7 @@ pub struct SlicePart {
     /// The slice's logits of the row's ids (NaN for ids outside it).
     picked: Vec<f32>,
     /// The slice's top-K, ids within the slice.
-    top: Vec<(u32, f32)>,
+    top: TopEntries,
 }
 
 impl SlicePart {
@@ -72,24 +73,25 @@ impl SlicePart {
         let (max, at) = max_argmax(d, slice);
         let sum = if max == f32::NEG_INFINITY { if slice.iter().any(|x| x.is_nan()) { f64::NAN } else { 0.0 } } else { sum_exp(d, slice, max) };
         let picked = ids.iter().map(|&id| (id as usize).checked_sub(offset).and_then(|i| slice.get(i)).copied().unwrap_or(f32::NAN)).collect();
-        SlicePart { offset, len: slice.len(), max, at, sum, picked, top: self::top_k(d, slice, top_k) }
+        SlicePart { offset, len: slice.len(), max, at, sum, picked, top: top_entries(d, slice, top_k) }
     }
 }
 
 impl SlicedRow {
     pub fn new(ids: &[u32], top_k: usize) -> SlicedRow {
-        SlicedRow { ids: ids.to_vec(), top_k, max: f32::NEG_INFINITY, argmax: 0, parts: Vec::new(), picked: vec![f32::NAN; ids.len()], top: Vec::new() }
+        let top = Vec::with_capacity(2 * top_k);
+        SlicedRow { ids: ids.to_vec(), top_k, max: f32::NEG_INFINITY, argmax: 0, parts: smallvec::SmallVec::new(), picked: vec![f32::NAN; ids.len()], top }
     }
 
     /// The logits of entries `offset..offset + slice.len()`; slices must come in ascending order.
     pub fn add(&mut self, d: Dialect, offset: usize, slice: &[f32]) {
         let part = SlicePart::new(d, &self.ids, self.top_k, offset, slice);
-        self.merge(part);
+        self.merge(&part);
     }
 
     /// A slice's part (made with this row's ids and top-K); parts must come in ascending order.
-    pub fn merge(&mut self, part: SlicePart) {
-        let SlicePart { offset, len, max: m, at, sum, picked, top } = part;
+    pub fn merge(&mut self, part: &SlicePart) {
+        let &SlicePart { offset, len, max: m, at, sum, ref picked, ref top } = part;
         if m > self.max || self.parts.is_empty() {
             // strictly greater: an earlier slice keeps the first index of a tied maximum
             if m > self.max {
@@ -98,23 +100,21 @@ impl SlicedRow {
             self.argmax = offset as u32 + at;
         }
         self.parts.push((m, sum));
-        for (p, (&id, v)) in self.picked.iter_mut().zip(self.ids.iter().zip(picked)) {
+        for (p, (&id, &v)) in self.picked.iter_mut().zip(self.ids.iter().zip(picked)) {
             if (offset..offset + len).contains(&(id as usize)) {
                 *p = v;
             }
         }
-        // new ids are all higher: on equal logits the earlier entries stay first
-        let mut merged = Vec::with_capacity(self.top_k);
-        let (mut a, mut b) = (self.top.iter().peekable(), top.iter().map(|&(i, v)| (offset as u32 + i, v)).peekable());
-        while merged.len() < self.top_k {
-            match (a.peek(), b.peek()) {
-                (Some(&&x), Some(&y)) => merged.push(if y.1 > x.1 { b.next().unwrap_or(y) } else { a.next().copied().unwrap_or(x) }),
-                (Some(_), None) => merged.extend(a.by_ref().take(self.top_k - merged.len())),
-                (None, Some(_)) => merged.extend(b.by_ref().take(self.top_k - merged.len())),
-                (None, None) => break,
-            }
+        // new ids are all higher: each new entry goes after every entry with a logit at least
+        // its own, so on equal logits the earlier (lower) ids stay first
+        let old = self.top.len();
+        self.top.extend(top.iter().map(|&(i, v)| (offset as u32 + i, v)));
+        for at in old..self.top.len() {
+            let v = self.top[at].1;
+            let pos = self.top[..at].partition_point(|&(_, x)| x >= v);
+            self.top[pos..=at].rotate_right(1);
         }
-        self.top = merged;
+        self.top.truncate(self.top_k);
     }
 
     pub fn finish(self) -> RowReduce {
@@ -156,8 +156,16 @@ pub fn sum_exp(d: Dialect, row: &[f32], max: f32) -> f64 {
 
 /// The `k` largest logits as (id, logit), best first; ties broken by lower id.
 pub fn top_k(d: Dialect, row: &[f32], k: usize) -> Vec<(u32, f32)> {
+    top_entries(d, row, k).into_vec()
+}
+
+/// A short top-K list: inline (no heap allocation) up to 16 entries.
+pub type TopEntries = smallvec::SmallVec<[(u32, f32); 16]>;
+
+/// [`top_k`] as a [`TopEntries`].
+fn top_entries(d: Dialect, row: &[f32], k: usize) -> TopEntries {
     if k == 0 {
-        return Vec::new();
+        return TopEntries::new();
     }
     #[cfg(target_arch = "x86_64")]
     if d == Dialect::Simd && avx2::available() {
@@ -168,7 +176,6 @@ pub fn top_k(d: Dialect, row: &[f32], k: usize) -> Vec<(u32, f32)> {
     scalar::top_k(row, k)
 }
 
-/// Final-logit soft-capping in place: `cap * tanh(x / cap)` (ggml order: scale by 1/cap, tanh, scale by cap).
 pub fn softcap(_d: Dialect, row: &mut [f32], cap: f32) {
     let inv = 1.0 / cap;
     for x in row.iter_mut() {
@@ -179,12 +186,12 @@ pub fn softcap(_d: Dialect, row: &mut [f32], cap: f32) {
 /// A bounded list of the best (id, logit) pairs seen so far, kept sorted best first.
 pub(crate) struct TopList {
     k: usize,
-    items: Vec<(u32, f32)>,
+    items: TopEntries,
 }
 
 impl TopList {
     pub(crate) fn new(k: usize) -> TopList {
-        TopList { k, items: Vec::with_capacity(k + 1) }
+        TopList { k, items: TopEntries::with_capacity(k + 1) }
     }
 
     /// Logit a candidate must exceed to enter (ids arrive ascending, so equal logits lose).
@@ -210,7 +217,7 @@ impl TopList {
         self.items.truncate(self.k);
     }
 
-    pub(crate) fn into_vec(self) -> Vec<(u32, f32)> {
+    pub(crate) fn into_entries(self) -> TopEntries {
         self.items
     }
 }
@@ -239,14 +246,14 @@ pub mod scalar {
         s
     }
 
-    pub fn top_k(row: &[f32], k: usize) -> Vec<(u32, f32)> {
+    pub fn top_k(row: &[f32], k: usize) -> super::TopEntries {
         let mut t = TopList::new(k);
         for (i, &x) in row.iter().enumerate() {
             if x > t.threshold() {
                 t.offer(i as u32, x);
             }
         }
-        t.into_vec()
+        t.into_entries()
     }
 }
 
@@ -322,7 +329,7 @@ pub(crate) mod avx2 {
     }
 
     #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn top_k(row: &[f32], k: usize) -> Vec<(u32, f32)> {
+    pub unsafe fn top_k(row: &[f32], k: usize) -> super::TopEntries {
         let n = row.len();
         let p = row.as_ptr();
         let mut t = TopList::new(k);
@@ -345,7 +352,7 @@ pub(crate) mod avx2 {
                 t.offer((i + j) as u32, x);
             }
         }
-        t.into_vec()
+        t.into_entries()
     }
 }
 

@@ -11,7 +11,7 @@ use crate::{BatchRow, Engine, EngineError, Session, StepList};
 use lse_kernels::reduce::{RowReduce, SlicePart, SlicedRow};
 use std::borrow::Cow;
 use std::cell::RefCell;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
 thread_local! {
@@ -259,19 +259,31 @@ impl Engine {
             // generated token's log-prob is the one scoring gives its logits
             let slices = crate::head::head_slices(v);
             let ns = slices.len();
-            let parts: Vec<OnceLock<SlicePart>> = (0..outs.len() * ns).map(|_| OnceLock::new()).collect();
+            let parts: StepList<OnceLock<SlicePart>> = (0..outs.len() * ns).map(|_| OnceLock::new()).collect();
             let d = self.options().dialect;
             self.backend.run(parts.len(), &|t| {
                 let ((_, row, top_k), cols) = (outs[t / ns], &slices[t % ns]);
                 let _ = parts[t].set(SlicePart::new(d, &[], top_k, cols.start, &row[cols.clone()]));
             });
-            let mut parts = parts.into_iter();
-            for &(i, row, top_k) in &outs {
+            // then each output row's sequence samples on the pool too (a sampled step copies and
+            // scans its row): one output row per sequence, so each task holds its own
+            let mut slots: StepList<Option<&mut Sequence>> = seqs.iter_mut().map(|s| Some(&mut **s)).collect();
+            let jobs: StepList<Mutex<Option<&mut Sequence>>> = outs.iter().map(|o| Mutex::new(slots[o.0].take())).collect();
+            let failed = Mutex::new(None);
+            self.backend.run(outs.len(), &|j| {
+                let (_, row, top_k) = outs[j];
                 let mut red = SlicedRow::new(&[], top_k);
-                for part in parts.by_ref().take(ns) {
-                    red.merge(part.into_inner().expect("every slice reduced"));
+                for part in &parts[j * ns..(j + 1) * ns] {
+                    red.merge(part.get().expect("every slice reduced"));
                 }
-                self.accept(seqs[i], row, &red.finish())?;
+                let mut job = jobs[j].lock().unwrap_or_else(|e| e.into_inner());
+                let seq = job.as_deref_mut().expect("one output row per sequence");
+                if let Err(e) = self.accept(seq, row, &red.finish()) {
+                    *failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+                }
+            });
+            if let Some(e) = failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
+                return Err(e);
             }
             Ok(stats)
         })
