@@ -30,6 +30,8 @@ const SCAN_TOP_K: usize = 256;
 pub struct Sampler {
     p: SamplingParams,
     rng: Rng,
+    /// The original values of the entries [`Sampler::sample_in_place`] changes (reused).
+    saved: Vec<(u32, f32)>,
 }
 
 impl Sampler {
@@ -38,23 +40,34 @@ impl Sampler {
             let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
             t ^ (std::process::id() as u64).rotate_left(32)
         });
-        Sampler { p: p.clone(), rng: Rng(seed) }
+        Sampler { p: p.clone(), rng: Rng(seed), saved: Vec::new() }
+    }
+
+    /// The tokens of `history` (the session's tokens, oldest first) the penalties count: the last
+    /// `repeat_last_n` (all for −1), none when every penalty is neutral.
+    fn window<'h>(&self, history: &'h [u32]) -> &'h [u32] {
+        let p = &self.p;
+        let n = match p.repeat_last_n {
+            0 => 0,
+            -1 => history.len(),
+            n => (n as usize).min(history.len()),
+        };
+        if p.repeat_penalty == 1.0 && p.presence_penalty == 0.0 && p.frequency_penalty == 0.0 {
+            return &[];
+        }
+        &history[history.len() - n..]
     }
 
     /// Applies the repeat, presence and frequency penalties to `logits` for the tokens in
     /// `history` (the session's tokens, oldest first).
     fn penalize(&self, logits: &mut [f32], history: &[u32]) {
         let p = &self.p;
-        let n = match p.repeat_last_n {
-            0 => return,
-            -1 => history.len(),
-            n => (n as usize).min(history.len()),
-        };
-        if p.repeat_penalty == 1.0 && p.presence_penalty == 0.0 && p.frequency_penalty == 0.0 {
+        let window = self.window(history);
+        if window.is_empty() {
             return;
         }
         let mut counts: HashMap<u32, u32> = HashMap::new();
-        for &t in &history[history.len() - n..] {
+        for &t in window {
             *counts.entry(t).or_default() += 1;
         }
         for (&t, &c) in &counts {
@@ -77,6 +90,27 @@ impl Sampler {
     /// Picks the next token from `logits` (modified in place) given the session's tokens.
     pub fn sample(&mut self, logits: &mut [f32], history: &[u32]) -> u32 {
         self.sample_with_margin(logits, history).0
+    }
+
+    /// [`Sampler::sample_with_margin`] on `row` itself after setting the `bans` to −∞: every
+    /// entry the chain changes (the bans, the bias, the penalties) is put back before it
+    /// returns, so `row` is left as it came, without a copy of a vocabulary-sized row per step.
+    pub fn sample_in_place(&mut self, row: &mut [f32], history: &[u32], bans: &[u32]) -> (u32, f64) {
+        let mut saved = std::mem::take(&mut self.saved);
+        saved.clear();
+        let touched = bans.iter().chain(self.p.logit_bias.keys()).chain(self.window(history));
+        saved.extend(touched.filter_map(|&id| row.get(id as usize).map(|&l| (id, l))));
+        for &id in bans {
+            if let Some(l) = row.get_mut(id as usize) {
+                *l = f32::NEG_INFINITY;
+            }
+        }
+        let picked = self.sample_with_margin(row, history);
+        for &(id, l) in &saved {
+            row[id as usize] = l;
+        }
+        self.saved = saved;
+        picked
     }
 
     /// `sample`, plus for greedy decoding the gap between the chosen logit and the next best one
@@ -251,6 +285,38 @@ mod tests {
         // every token banned: the full list, as before
         let s = Sampler::new(&SamplingParams { top_k: 2, ..params() });
         assert_eq!(s.candidates(&[f32::NEG_INFINITY; 3]).len(), 2);
+    }
+
+    /// Sampling in place draws what the chain draws on a copy with the bans set, and leaves the
+    /// row as it came.
+    #[test]
+    fn sampling_in_place_restores_the_row() {
+        let row: Vec<f32> = (0..300).map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.07).collect();
+        let history: Vec<u32> = (0..90).map(|i| (i * 13 % 300) as u32).collect();
+        let bans = [5u32, 250, 5];
+        for (temperature, top_k) in [(0.0, 40), (0.8, 40), (1.0, 0), (1.3, 300)] {
+            let p = SamplingParams {
+                temperature,
+                top_k,
+                repeat_penalty: 1.3,
+                frequency_penalty: 0.2,
+                presence_penalty: 0.1,
+                logit_bias: [(7, 2.0), (250, 1.0), (299, f32::NEG_INFINITY)].into(),
+                seed: Some(3),
+                ..Default::default()
+            };
+            let (mut a, mut b) = (Sampler::new(&p), Sampler::new(&p));
+            let mut in_place = row.clone();
+            for step in 0..50 {
+                let mut copy = row.clone();
+                for &t in &bans {
+                    copy[t as usize] = f32::NEG_INFINITY;
+                }
+                let want = a.sample_with_margin(&mut copy, &history[..40 + step]);
+                assert_eq!(b.sample_in_place(&mut in_place, &history[..40 + step], &bans), want, "t {temperature}, step {step}");
+                assert!(in_place.iter().zip(&row).all(|(x, y)| x.to_bits() == y.to_bits()), "the row is restored");
+            }
+        }
     }
 
     #[test]

@@ -247,13 +247,8 @@ impl Engine {
             let mut logits = logits.borrow_mut();
             self.head_logits_into(&hidden, &mut logits)?;
             let v = self.n_vocab();
-            // (sequence, logits row, top-k it reports) of each output row
-            let outs: StepList<(usize, &[f32], usize)> = rows
-                .iter()
-                .filter(|r| r.output)
-                .zip(logits.chunks_exact(v))
-                .map(|(r, row)| (r.seq, row, seqs[r.seq].top_logprobs.max(2)))
-                .collect();
+            // (sequence, top-k it reports) of each output row, whose logits are the row's in order
+            let outs: StepList<(usize, usize)> = rows.iter().filter(|r| r.output).map(|r| (r.seq, seqs[r.seq].top_logprobs.max(2))).collect();
             // the rows' reductions run on the pool, one task per row and vocabulary slice, merged
             // in slice order: the same slices and sums as scoring's (`head_reduce`), so a
             // generated token's log-prob is the one scoring gives its logits
@@ -261,23 +256,25 @@ impl Engine {
             let ns = slices.len();
             let parts: StepList<OnceLock<SlicePart>> = (0..outs.len() * ns).map(|_| OnceLock::new()).collect();
             let d = self.options().dialect;
+            let all: &[f32] = &logits;
             self.backend.run(parts.len(), &|t| {
-                let ((_, row, top_k), cols) = (outs[t / ns], &slices[t % ns]);
-                let _ = parts[t].set(SlicePart::new(d, &[], top_k, cols.start, &row[cols.clone()]));
+                let (j, cols) = (t / ns, &slices[t % ns]);
+                let _ = parts[t].set(SlicePart::new(d, &[], outs[j].1, cols.start, &all[j * v..][cols.clone()]));
             });
-            // then each output row's sequence samples on the pool too (a sampled step copies and
-            // scans its row): one output row per sequence, so each task holds its own
+            // then each output row's sequence samples on the pool too (in place on its row, which
+            // it leaves as it was): one output row per sequence, so each task holds its own
             let mut slots: StepList<Option<&mut Sequence>> = seqs.iter_mut().map(|s| Some(&mut **s)).collect();
-            let jobs: StepList<Mutex<Option<&mut Sequence>>> = outs.iter().map(|o| Mutex::new(slots[o.0].take())).collect();
+            let jobs: StepList<Mutex<(Option<&mut Sequence>, &mut [f32])>> =
+                outs.iter().zip(logits.chunks_exact_mut(v)).map(|(o, row)| Mutex::new((slots[o.0].take(), row))).collect();
             let failed = Mutex::new(None);
             self.backend.run(outs.len(), &|j| {
-                let (_, row, top_k) = outs[j];
-                let mut red = SlicedRow::new(&[], top_k);
+                let mut red = SlicedRow::new(&[], outs[j].1);
                 for part in &parts[j * ns..(j + 1) * ns] {
                     red.merge(part.get().expect("every slice reduced"));
                 }
                 let mut job = jobs[j].lock().unwrap_or_else(|e| e.into_inner());
-                let seq = job.as_deref_mut().expect("one output row per sequence");
+                let (seq, row) = &mut *job;
+                let seq = seq.as_deref_mut().expect("one output row per sequence");
                 if let Err(e) = self.accept(seq, row, &red.finish()) {
                     *failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
                 }
@@ -291,7 +288,7 @@ impl Engine {
 
     /// Samples the sequence's next token from one logits row (`red`: its reductions) and updates
     /// its text and state.
-    fn accept(&self, s: &mut Sequence, row: &[f32], red: &RowReduce) -> Result<(), EngineError> {
+    fn accept(&self, s: &mut Sequence, row: &mut [f32], red: &RowReduce) -> Result<(), EngineError> {
         if s.first_token_at.is_none() {
             s.first_token_at = Some(Instant::now());
         }
@@ -320,10 +317,10 @@ impl Engine {
             let second = red.top.get(1).map_or(f32::NEG_INFINITY, |t| t.1);
             (red.argmax, (red.max - second) as f64)
         } else {
-            s.work.clear();
-            s.work.extend_from_slice(row);
-            ban_ends(&mut s.work, &s.stop_ids, s.ignore_eos);
-            s.sampler.sample_with_margin(&mut s.work, s.session.tokens())
+            let eog = if hold_end && !s.ignore_eos { tk.eog_ids() } else { &[][..] };
+            let stops = if hold_end { &s.stop_ids[..] } else { &[][..] };
+            let bans: StepList<u32> = eog.iter().chain(stops).copied().collect();
+            s.sampler.sample_in_place(row, s.session.tokens(), &bans)
         };
         if let Some(c) = &mut s.constraint {
             if !c.fits(tk, id) {
