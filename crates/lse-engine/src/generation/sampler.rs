@@ -3,7 +3,6 @@
 //! A temperature of 0 takes the most likely token after the bias and penalties (ties: the lower id).
 
 use super::request::SamplingParams;
-use std::collections::HashMap;
 
 /// splitmix64: small, fast, and the same sequence on every platform.
 #[derive(Clone, Debug)]
@@ -66,11 +65,11 @@ impl Sampler {
         if window.is_empty() {
             return;
         }
-        let mut counts: HashMap<u32, u32> = HashMap::new();
-        for &t in window {
-            *counts.entry(t).or_default() += 1;
-        }
-        for (&t, &c) in &counts {
+        // each distinct token once, with its count (sorted on the stack for the default window)
+        let mut sorted: smallvec::SmallVec<[u32; 64]> = window.into();
+        sorted.sort_unstable();
+        for run in sorted.chunk_by(|a, b| a == b) {
+            let (t, c) = (run[0], run.len());
             let Some(l) = logits.get_mut(t as usize) else { continue };
             if *l <= 0.0 {
                 *l *= p.repeat_penalty;
