@@ -20,6 +20,7 @@
 
 #[path = "../../lse-kernels/benches/common/reads.rs"]
 mod reads;
+use reads::median;
 
 use lse_engine::{Engine, EngineOptions, GenerateRequest, Prompt, SamplingParams, Sequence};
 use std::time::Instant;
@@ -174,13 +175,6 @@ fn timed_step(engine: &Engine, seqs: &mut [Sequence]) -> f64 {
     let t = Instant::now();
     engine.step(&mut refs, 2048).unwrap();
     t.elapsed().as_secs_f64()
-}
-
-/// The median of `v` (0 when empty): what a change of the steady state moves, less swayed by the
-/// neighbours' bursts on a shared machine than a total.
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
 /// A decode step's weight reads with nothing else: every matrix one step multiplies (per layer

@@ -11,6 +11,7 @@
 mod common;
 #[path = "common/reads.rs"]
 mod reads;
+use reads::median;
 
 use common::*;
 use lse_kernels::{matmul_packed, packable, GgmlType, PackedMatrix, ThreadPool};
@@ -79,9 +80,4 @@ fn l3_bytes() -> usize {
         _ => 1,
     };
     digits.parse::<usize>().map_or(32 << 20, |d| d * scale)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }

@@ -1,5 +1,5 @@
 //! A plain read of memory: the yardstick the streaming benches (kernels' `stream`, the engine's
-//! `decode`) hold the tiles against.
+//! `decode`) hold the tiles against, and the median both report.
 
 use lse_kernels::ThreadPool;
 
@@ -102,4 +102,11 @@ pub fn read_split(pool: &ThreadPool, part: &[u64], tasks: usize) {
     pool.run(tasks, &|t| {
         std::hint::black_box(sum_words(&part[(t * chunk).min(part.len())..((t + 1) * chunk).min(part.len())]));
     });
+}
+
+/// The median of `v` (0 when empty): what a change of the steady state moves, less swayed by the
+/// neighbours' bursts on a shared machine than a total.
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
