@@ -246,44 +246,48 @@ impl Engine {
         LOGITS.with(|logits| {
             let mut logits = logits.borrow_mut();
             self.head_logits_into(&hidden, &mut logits)?;
-            let v = self.n_vocab();
-            // (sequence, top-k it reports) of each output row, whose logits are the row's in order
+            // (sequence, top-k to keep) of each output row; the logits hold their rows in this order
             let outs: StepList<(usize, usize)> = rows.iter().filter(|r| r.output).map(|r| (r.seq, seqs[r.seq].top_logprobs.max(2))).collect();
-            // the rows' reductions run on the pool, one task per row and vocabulary slice, merged
-            // in slice order: the same slices and sums as scoring's (`head_reduce`), so a
-            // generated token's log-prob is the one scoring gives its logits
-            let slices = crate::head::head_slices(v);
-            let ns = slices.len();
-            let parts: StepList<OnceLock<SlicePart>> = (0..outs.len() * ns).map(|_| OnceLock::new()).collect();
-            let d = self.options().dialect;
-            let all: &[f32] = &logits;
-            self.backend.run(parts.len(), &|t| {
-                let (j, cols) = (t / ns, &slices[t % ns]);
-                let _ = parts[t].set(SlicePart::new(d, &[], outs[j].1, cols.start, &all[j * v..][cols.clone()]));
-            });
-            // then each output row's sequence samples on the pool too (in place on its row, which
-            // it leaves as it was): one output row per sequence, so each task holds its own
-            let mut slots: StepList<Option<&mut Sequence>> = seqs.iter_mut().map(|s| Some(&mut **s)).collect();
-            let jobs: StepList<Mutex<(Option<&mut Sequence>, &mut [f32])>> =
-                outs.iter().zip(logits.chunks_exact_mut(v)).map(|(o, row)| Mutex::new((slots[o.0].take(), row))).collect();
-            let failed = Mutex::new(None);
-            self.backend.run(outs.len(), &|j| {
-                let mut red = SlicedRow::new(&[], outs[j].1);
-                for part in &parts[j * ns..(j + 1) * ns] {
-                    red.merge(part.get().expect("every slice reduced"));
-                }
-                let mut job = jobs[j].lock().unwrap_or_else(|e| e.into_inner());
-                let (seq, row) = &mut *job;
-                let seq = seq.as_deref_mut().expect("one output row per sequence");
-                if let Err(e) = self.accept(seq, row, &red.finish()) {
-                    *failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
-                }
-            });
-            if let Some(e) = failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
-                return Err(e);
-            }
+            self.sample_rows(seqs, &outs, &mut logits)?;
             Ok(stats)
         })
+    }
+
+    /// Reduces each output row's logits (`outs`: its sequence and top-k, rows in order in
+    /// `logits`) and samples its sequence's next token, on the pool.
+    fn sample_rows(&self, seqs: &mut [&mut Sequence], outs: &[(usize, usize)], logits: &mut [f32]) -> Result<(), EngineError> {
+        let v = self.n_vocab();
+        // one task per row and vocabulary slice, merged in slice order: the same slices and sums
+        // as scoring's (`head_reduce`), so a generated token's log-prob is the one scoring gives
+        // its logits
+        let slices = crate::head::head_slices(v);
+        let ns = slices.len();
+        let parts: StepList<OnceLock<SlicePart>> = (0..outs.len() * ns).map(|_| OnceLock::new()).collect();
+        let d = self.options().dialect;
+        let all: &[f32] = logits;
+        self.backend.run(parts.len(), &|t| {
+            let (j, cols) = (t / ns, &slices[t % ns]);
+            let _ = parts[t].set(SlicePart::new(d, &[], outs[j].1, cols.start, &all[j * v..][cols.clone()]));
+        });
+        // then one task per row samples (in place on its row, which it leaves as it was); a
+        // sequence has one output row a step, so each task holds its own
+        let mut slots: StepList<Option<&mut Sequence>> = seqs.iter_mut().map(|s| Some(&mut **s)).collect();
+        let jobs: StepList<Mutex<(Option<&mut Sequence>, &mut [f32])>> =
+            outs.iter().zip(logits.chunks_exact_mut(v)).map(|(o, row)| Mutex::new((slots[o.0].take(), row))).collect();
+        let failed = Mutex::new(None);
+        self.backend.run(outs.len(), &|j| {
+            let mut red = SlicedRow::new(&[], outs[j].1);
+            for part in &parts[j * ns..(j + 1) * ns] {
+                red.merge(part.get().expect("every slice reduced"));
+            }
+            let mut job = jobs[j].lock().unwrap_or_else(|e| e.into_inner());
+            let (seq, row) = &mut *job;
+            let seq = seq.as_deref_mut().expect("one output row per sequence");
+            if let Err(e) = self.accept(seq, row, &red.finish()) {
+                *failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+            }
+        });
+        failed.into_inner().unwrap_or_else(|e| e.into_inner()).map_or(Ok(()), Err)
     }
 
     /// Samples the sequence's next token from one logits row (`red`: its reductions) and updates
