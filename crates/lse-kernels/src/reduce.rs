@@ -176,6 +176,7 @@ fn top_entries(d: Dialect, row: &[f32], k: usize) -> TopEntries {
     scalar::top_k(row, k)
 }
 
+/// Final-logit soft-capping in place: `cap * tanh(x / cap)` (ggml order: scale by 1/cap, tanh, scale by cap).
 pub fn softcap(_d: Dialect, row: &mut [f32], cap: f32) {
     let inv = 1.0 / cap;
     for x in row.iter_mut() {
@@ -191,7 +192,7 @@ pub(crate) struct TopList {
 
 impl TopList {
     pub(crate) fn new(k: usize) -> TopList {
-        TopList { k, items: TopEntries::with_capacity(k + 1) }
+        TopList { k, items: TopEntries::with_capacity(k) }
     }
 
     /// Logit a candidate must exceed to enter (ids arrive ascending, so equal logits lose).
@@ -211,10 +212,13 @@ impl TopList {
         if v.is_nan() || (self.items.len() == self.k && v <= self.threshold()) {
             return;
         }
-        // after every entry with logit >= v (those have lower ids on ties)
+        // the last entry (the threshold v beats) leaves first; v goes after every entry with
+        // logit >= v (those have lower ids on ties)
+        if self.items.len() == self.k {
+            self.items.pop();
+        }
         let pos = self.items.partition_point(|&(_, x)| x >= v);
         self.items.insert(pos, (id, v));
-        self.items.truncate(self.k);
     }
 
     pub(crate) fn into_entries(self) -> TopEntries {

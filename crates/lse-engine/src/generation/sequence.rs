@@ -308,22 +308,17 @@ impl Engine {
         let tk = self.tokenizer();
         // before min_tokens, the tokens that would end the generation may not be sampled
         let hold_end = s.steps.len() < s.min_tokens;
-        let ban_ends = |work: &mut [f32], stop_ids: &[u32], ignore_eos: bool| {
-            if hold_end {
-                let eog = if ignore_eos { &[][..] } else { tk.eog_ids() };
-                for &t in eog.iter().chain(stop_ids) {
-                    work[t as usize] = f32::NEG_INFINITY;
-                }
-            }
+        let bans: StepList<u32> = if hold_end {
+            let eog = if s.ignore_eos { &[][..] } else { tk.eog_ids() };
+            eog.iter().chain(&s.stop_ids).copied().collect()
+        } else {
+            StepList::new()
         };
         let (mut id, mut choice_margin) = if s.sampler.is_plain_greedy() && !hold_end {
             // no penalty: the argmax is already known
             let second = red.top.get(1).map_or(f32::NEG_INFINITY, |t| t.1);
             (red.argmax, (red.max - second) as f64)
         } else {
-            let eog = if hold_end && !s.ignore_eos { tk.eog_ids() } else { &[][..] };
-            let stops = if hold_end { &s.stop_ids[..] } else { &[][..] };
-            let bans: StepList<u32> = eog.iter().chain(stops).copied().collect();
             s.sampler.sample_in_place(row, s.session.tokens(), &bans)
         };
         if let Some(c) = &mut s.constraint {
@@ -332,7 +327,9 @@ impl Engine {
                 // every token that would and run the chain again
                 s.work.clear();
                 s.work.extend_from_slice(row);
-                ban_ends(&mut s.work, &s.stop_ids, s.ignore_eos);
+                for &t in &bans {
+                    s.work[t as usize] = f32::NEG_INFINITY;
+                }
                 if c.mask(tk, &mut s.work) == 0 {
                     // no token of the vocabulary continues the value: this sequence ends cut short
                     // (an error would fail every sequence of the step)
