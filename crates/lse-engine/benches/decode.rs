@@ -16,7 +16,9 @@
 //! replay of its weight reads without the arithmetic ([`WeightReads`]), and prints the medians: the
 //! speed no decode with the step's dispatches can pass, measured in the same minutes. When the
 //! counts hold 1 and 8, it also steps one session and 8 sessions in turn and prints the ratio of
-//! their median steps (8 sessions against one, in the same minutes).
+//! their median steps (8 sessions against one, in the same minutes), and, taken in the same turns,
+//! replays of both steps' reads (weights and K/V): the ratio 8 sessions would reach at the speed of
+//! their reads alone, the bound no arithmetic can beat on this machine.
 
 #[path = "../../lse-kernels/benches/common/reads.rs"]
 mod reads;
@@ -87,7 +89,7 @@ fn main() {
                 bw / bytes,
                 100.0 * steps as f64 / decode / (bw / bytes)
             );
-            let reads = WeightReads::new(&path, threads, bytes as usize);
+            let reads = WeightReads::new(&path, threads, bytes as usize, 0);
             let (dec, rd) = interleaved(&engine, &request(0), &reads, steps);
             println!(
                 "{name}: interleaved with a replay of its weight reads (same matrices, order, task split and \
@@ -109,33 +111,65 @@ fn main() {
         );
     }
     if counts.contains(&1) && counts.contains(&8) {
-        let (one, eight) = alternating(&engine, &request, steps);
-        println!(
-            "{name}: 1 and 8 sessions stepped alternately (the same minutes), median step {:.2} / {:.2} ms: \
-             8 sessions decode {:.2}x the tokens/s of one",
-            1e3 * one,
-            1e3 * eight,
-            8.0 * one / eight
-        );
+        let per_position = engine.session_bytes().unwrap().0;
+        let reads = WeightReads::new(&path, threads, engine.weight_bytes().1, 8 * (prompt as usize + steps) * per_position);
+        for block in [1, 16] {
+            let t = alternating(&engine, &request, &reads, |s, at| s * (prompt as usize + at) * per_position, steps, block);
+            let turns = if block == 1 { "in turn, step by step".to_string() } else { format!("in turn, {block} steps at a time (each turn's first step left out)") };
+            println!(
+                "{name}: 1 session, 8 sessions and replays of their reads (weights, then every session's K/V at \
+                 its layer) {turns}: median step {:.2} / {:.2} ms, reads alone {:.2} / {:.2} ms; 8 sessions decode \
+                 {:.2}x the tokens/s of one; at their reads' speed they would decode {:.2}x one as measured, \
+                 {:.2}x one at its reads' speed",
+                1e3 * t[0],
+                1e3 * t[1],
+                1e3 * t[2],
+                1e3 * t[3],
+                8.0 * t[0] / t[1],
+                8.0 * t[0] / t[3],
+                8.0 * t[2] / t[3]
+            );
+        }
     }
 }
 
-/// Median step of one session and of 8 sessions, their steps taken in turn: the 8-vs-1 ratio
-/// without the minute-to-minute swing of this machine between two runs taken one after another.
-fn alternating(engine: &Engine, request: &impl Fn(usize) -> GenerateRequest, steps: usize) -> (f64, f64) {
+/// Median steps of one session and of 8 sessions and of the replays of their reads, taken in
+/// turn `block` steps at a time (the 8-vs-1 ratio without the minute-to-minute swing of this
+/// machine between two runs taken one after another). Step by step, every step finds the caches
+/// holding the others' bytes; in blocks, a turn's later steps find their own, as a run of one
+/// kind alone does (its first step is left out). `kv(sessions, step)` is the K/V bytes a step of
+/// that many sessions reads.
+fn alternating(
+    engine: &Engine,
+    request: &impl Fn(usize) -> GenerateRequest,
+    reads: &WeightReads,
+    kv: impl Fn(usize, usize) -> usize,
+    steps: usize,
+    block: usize,
+) -> [f64; 4] {
     let mut one = vec![engine.start_sequence(&request(8)).unwrap()];
     let mut eight: Vec<Sequence> = (0..8).map(|k| engine.start_sequence(&request(k)).unwrap()).collect();
     prefill(engine, &mut one);
     prefill(engine, &mut eight);
-    let (mut t1, mut t8) = (Vec::new(), Vec::new());
-    for _ in 0..steps {
-        for (group, times) in [(&mut one, &mut t1), (&mut eight, &mut t8)] {
-            if group.iter().any(|q| !q.is_done()) {
-                times.push(timed_step(engine, group));
+    let mut t: [Vec<f64>; 4] = Default::default();
+    for turn in 0..steps.div_ceil(block) {
+        for (kind, times) in t.iter_mut().enumerate() {
+            for j in 0..block.min(steps - turn * block) {
+                let at = turn * block + j;
+                let s = match kind {
+                    0 if !one[0].is_done() => timed_step(engine, &mut one),
+                    1 if !eight.iter().any(|q| q.is_done()) => timed_step(engine, &mut eight),
+                    2 => reads.step(kv(1, at)),
+                    3 => reads.step(kv(8, at)),
+                    _ => continue,
+                };
+                if block == 1 || j > 0 {
+                    times.push(s);
+                }
             }
         }
     }
-    (median(t1), median(t8))
+    t.map(median)
 }
 
 /// Steps `seqs` until every prompt is in (each sequence's first token comes out of it).
@@ -179,16 +213,21 @@ fn timed_step(engine: &Engine, seqs: &mut [Sequence]) -> f64 {
 
 /// A decode step's weight reads with nothing else: every matrix one step multiplies (per layer
 /// q/k/v, the attention output, gate/up, down; then the LM head), in that order, each read in one
-/// pool dispatch split into 4 contiguous ranges per thread taken from one counter, plus one empty
-/// dispatch per layer where attention runs. Sizes are the GGUF's, scaled to the packed total.
+/// pool dispatch split into 4 contiguous ranges per thread taken from one counter, plus one
+/// dispatch per layer where attention runs, reading that layer's share of the sessions' K/V from
+/// a buffer of its own (none for [`WeightReads::step`]'s 0). Sizes are the GGUF's, scaled to the
+/// packed total.
 struct WeightReads {
     words: Vec<usize>,
     buf: Vec<u64>,
+    kv: Vec<u64>,
+    n_layer: usize,
     pool: lse_kernels::ThreadPool,
 }
 
 impl WeightReads {
-    fn new(path: &std::path::Path, threads: usize, packed: usize) -> WeightReads {
+    /// Reads of a model's `packed` weight bytes and of up to `kv_bytes` of K/V a step.
+    fn new(path: &std::path::Path, threads: usize, packed: usize, kv_bytes: usize) -> WeightReads {
         let file = lse_gguf::GgufFile::open(path).unwrap();
         let size = |n: &str| file.tensor(n).map_or(0, |t| t.n_bytes as usize);
         let n_layer = (0..).take_while(|i| file.tensor(&format!("blk.{i}.attn_norm.weight")).is_some()).count();
@@ -201,16 +240,23 @@ impl WeightReads {
         let total: usize = groups.iter().sum();
         let words: Vec<usize> = groups.iter().map(|&b| (b as f64 * packed as f64 / total as f64) as usize / 8).collect();
         let buf: Vec<u64> = (0..words.iter().sum::<usize>() as u64).collect();
-        WeightReads { words, buf, pool: lse_kernels::ThreadPool::new(threads) }
+        let kv: Vec<u64> = (0..(kv_bytes / 8) as u64).collect();
+        WeightReads { words, buf, kv, n_layer, pool: lse_kernels::ThreadPool::new(threads) }
     }
 
-    /// Seconds one step's reads take.
-    fn step(&self) -> f64 {
+    /// Seconds one step's reads take, with `kv_bytes` of K/V (at most the capacity given to `new`).
+    fn step(&self, kv_bytes: usize) -> f64 {
         let tasks = 4 * self.pool.threads();
+        let layer_kv = (kv_bytes / 8 / self.n_layer.max(1)).min(self.kv.len() / self.n_layer.max(1));
         let t0 = Instant::now();
         let mut at = 0;
-        for &w in &self.words {
-            let part = &self.buf[at..at + w];
+        for (i, &w) in self.words.iter().enumerate() {
+            let part = if i % 5 == 1 && i / 5 < self.n_layer {
+                let l = i / 5;
+                &self.kv[l * layer_kv..(l + 1) * layer_kv]
+            } else {
+                &self.buf[at..at + w]
+            };
             reads::read_split(&self.pool, part, tasks);
             at += w;
         }
@@ -230,7 +276,7 @@ fn interleaved(engine: &Engine, request: &GenerateRequest, reads: &WeightReads, 
             break;
         }
         dec.push(timed_step(engine, &mut seq));
-        rd.push(reads.step());
+        rd.push(reads.step(0));
     }
     (median(dec), median(rd))
 }

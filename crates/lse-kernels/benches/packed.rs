@@ -10,6 +10,8 @@
 mod common;
 #[path = "common/roofline.rs"]
 mod roofline;
+#[path = "common/shapes.rs"]
+mod shapes;
 
 use common::*;
 use lse_kernels::{matmul, matmul_packed, packable, Dialect, GgmlType, PackedMatrix, ThreadPool};
@@ -35,7 +37,7 @@ fn main() {
     let only: Option<Vec<String>> = std::env::var("LSE_BENCH_TYPES").ok().map(|v| v.split(',').map(|s| s.trim().to_ascii_lowercase()).collect());
     let pool = ThreadPool::new(1);
     let mut rng = Rng::new(3);
-    let shapes = std::env::var("LSE_BENCH_SHAPES").ok().map(|v| v.split(',').map(parse_shape).collect::<Vec<_>>());
+    let shapes = shapes::from_env(3).map(|v| v.into_iter().map(|(t, d)| (t, d[0], d[1], d[2])).collect::<Vec<_>>());
     for (t, n, k, m) in shapes.unwrap_or(vec![
         (GgmlType::Q4_1, 1536, 576, 512),
         (GgmlType::Q4_1, 576, 1536, 512),
@@ -84,17 +86,4 @@ fn main() {
             100.0 * best.0
         );
     }
-}
-
-/// `type:NxKxM` (e.g. `q6_k:640x2048x512`), a shape of `LSE_BENCH_SHAPES`.
-fn parse_shape(s: &str) -> (GgmlType, usize, usize, usize) {
-    let parsed = s.trim().split_once(':').and_then(|(t, dims)| {
-        let t = lse_kernels::packed::PACKED_TYPES.into_iter().find(|p| p.name().eq_ignore_ascii_case(t))?;
-        let d: Vec<usize> = dims.split('x').map(|v| v.parse().ok()).collect::<Option<_>>()?;
-        match d[..] {
-            [n, k, m] => Some((t, n, k, m)),
-            _ => None,
-        }
-    });
-    parsed.unwrap_or_else(|| panic!("LSE_BENCH_SHAPES: {s:?} is not type:NxKxM"))
 }

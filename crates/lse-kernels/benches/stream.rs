@@ -2,7 +2,8 @@
 //! matrices larger together than the L3, as GB/s of packed weights streamed, beside a plain read
 //! of the same bytes on the same pool (medians of 7 interleaved runs each), 1 and 2 threads:
 //! `cargo bench -p lse-kernels --bench stream` (`LSE_BENCH_SIMD=avx2` caps the kernels to AVX2;
-//! `LSE_BENCH_ROWS`, default "1,8", the activation rows; `LSE_BENCH_TYPES` picks formats). Each
+//! `LSE_BENCH_ROWS`, default "1,8", the activation rows; `LSE_BENCH_TYPES` picks formats;
+//! `LSE_BENCH_SHAPES`, e.g. `q5_0:896x896,q8_0:151936x896`, type:NxK, replaces the shapes). Each
 //! shape is packed as many times as it takes to pass twice the L3 (sysfs; 32 MiB when unknown)
 //! and the runs go through the copies in turn, so every run reads its weights from memory, on
 //! hosts with a large L3 too.
@@ -11,6 +12,8 @@
 mod common;
 #[path = "common/reads.rs"]
 mod reads;
+#[path = "common/shapes.rs"]
+mod shapes;
 use reads::median;
 
 use common::*;
@@ -29,7 +32,8 @@ fn main() {
     // k-quants of the Q4_K_M models
     let only: Option<Vec<String>> = std::env::var("LSE_BENCH_TYPES").ok().map(|v| v.split(',').map(|s| s.trim().to_ascii_lowercase()).collect());
     let rows: Vec<usize> = std::env::var("LSE_BENCH_ROWS").unwrap_or("1,8".into()).split(',').filter_map(|s| s.trim().parse().ok()).collect();
-    let shapes = [(GgmlType::Q8_0, 262144, 640), (GgmlType::Q5_0, 65536, 1792), (GgmlType::Q4_1, 131072, 576), (GgmlType::Q4_K, 65536, 1024), (GgmlType::Q6_K, 32768, 2048)];
+    let shapes = shapes::from_env(2).map(|v| v.into_iter().map(|(t, d)| (t, d[0], d[1])).collect::<Vec<_>>());
+    let shapes = shapes.unwrap_or(vec![(GgmlType::Q8_0, 262144, 640), (GgmlType::Q5_0, 65536, 1792), (GgmlType::Q4_1, 131072, 576), (GgmlType::Q4_K, 65536, 1024), (GgmlType::Q6_K, 32768, 2048)]);
     for (t, n, k) in shapes {
         if only.as_ref().is_some_and(|o| !o.iter().any(|s| *s == t.name().to_ascii_lowercase())) {
             continue;
