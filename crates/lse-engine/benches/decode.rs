@@ -118,13 +118,15 @@ fn main() {
             let turns = if block == 1 { "in turn, step by step".to_string() } else { format!("in turn, {block} steps at a time (each turn's first step left out)") };
             println!(
                 "{name}: 1 session, 8 sessions and replays of their reads (weights, then every session's K/V at \
-                 its layer) {turns}: median step {:.2} / {:.2} ms, reads alone {:.2} / {:.2} ms; 8 sessions decode \
+                 its layer) {turns}: median step {:.2} / {:.2} ms, reads alone {:.2} / {:.2} ms (8 sessions' K/V \
+                 {:.2} ms of it); 8 sessions decode \
                  {:.2}x the tokens/s of one; at their reads' speed they would decode {:.2}x one as measured, \
                  {:.2}x one at its reads' speed",
                 1e3 * t[0],
                 1e3 * t[1],
                 1e3 * t[2],
                 1e3 * t[3],
+                1e3 * t[4],
                 8.0 * t[0] / t[1],
                 8.0 * t[0] / t[3],
                 8.0 * t[2] / t[3]
@@ -146,25 +148,29 @@ fn alternating(
     kv: impl Fn(usize, usize) -> usize,
     steps: usize,
     block: usize,
-) -> [f64; 4] {
+) -> [f64; 5] {
     let mut one = vec![engine.start_sequence(&request(8)).unwrap()];
     let mut eight: Vec<Sequence> = (0..8).map(|k| engine.start_sequence(&request(k)).unwrap()).collect();
     prefill(engine, &mut one);
     prefill(engine, &mut eight);
-    let mut t: [Vec<f64>; 4] = Default::default();
+    let mut t: [Vec<f64>; 5] = Default::default();
     for turn in 0..steps.div_ceil(block) {
-        for (kind, times) in t.iter_mut().enumerate() {
+        for kind in 0..4 {
             for j in 0..block.min(steps - turn * block) {
                 let at = turn * block + j;
-                let s = match kind {
-                    0 if !one[0].is_done() => timed_step(engine, &mut one),
-                    1 if !eight.iter().any(|q| q.is_done()) => timed_step(engine, &mut eight),
-                    2 => reads.step(kv(1, at)),
-                    3 => reads.step(kv(8, at)),
+                let (s, kv_part) = match kind {
+                    0 if !one[0].is_done() => (timed_step(engine, &mut one), None),
+                    1 if !eight.iter().any(|q| q.is_done()) => (timed_step(engine, &mut eight), None),
+                    2 => (reads.step(kv(1, at)).0, None),
+                    3 => {
+                        let (all, of_kv) = reads.step(kv(8, at));
+                        (all, Some(of_kv))
+                    }
                     _ => continue,
                 };
                 if block == 1 || j > 0 {
-                    times.push(s);
+                    t[kind].push(s);
+                    t[4].extend(kv_part);
                 }
             }
         }
@@ -244,23 +250,24 @@ impl WeightReads {
         WeightReads { words, buf, kv, n_layer, pool: lse_kernels::ThreadPool::new(threads) }
     }
 
-    /// Seconds one step's reads take, with `kv_bytes` of K/V (at most the capacity given to `new`).
-    fn step(&self, kv_bytes: usize) -> f64 {
+    /// Seconds one step's reads take, with `kv_bytes` of K/V (at most the capacity given to `new`),
+    /// and the seconds of those K/V reads among them.
+    fn step(&self, kv_bytes: usize) -> (f64, f64) {
         let tasks = 4 * self.pool.threads();
         let layer_kv = (kv_bytes / 8 / self.n_layer.max(1)).min(self.kv.len() / self.n_layer.max(1));
         let t0 = Instant::now();
-        let mut at = 0;
+        let (mut at, mut kv) = (0, 0.0);
         for (i, &w) in self.words.iter().enumerate() {
-            let part = if i % 5 == 1 && i / 5 < self.n_layer {
-                let l = i / 5;
-                &self.kv[l * layer_kv..(l + 1) * layer_kv]
+            if i % 5 == 1 && i / 5 < self.n_layer {
+                let (l, t) = (i / 5, Instant::now());
+                reads::read_split(&self.pool, &self.kv[l * layer_kv..(l + 1) * layer_kv], tasks);
+                kv += t.elapsed().as_secs_f64();
             } else {
-                &self.buf[at..at + w]
-            };
-            reads::read_split(&self.pool, part, tasks);
+                reads::read_split(&self.pool, &self.buf[at..at + w], tasks);
+            }
             at += w;
         }
-        t0.elapsed().as_secs_f64()
+        (t0.elapsed().as_secs_f64(), kv)
     }
 }
 
@@ -276,7 +283,7 @@ fn interleaved(engine: &Engine, request: &GenerateRequest, reads: &WeightReads, 
             break;
         }
         dec.push(timed_step(engine, &mut seq));
-        rd.push(reads.step(0));
+        rd.push(reads.step(0).0);
     }
     (median(dec), median(rd))
 }
