@@ -30,6 +30,9 @@ fn main() {
     if let (lse_kernels::simd::Level::Avx512, Some(g)) = (lse_kernels::simd::level(), roofline::vnni_block_gflops()) {
         println!("VNNI 32-element block step alone (8 dpbusd + cvt, mul, fma): {g:.0} GFLOP/s");
     }
+    if let (lse_kernels::simd::Level::Avx512, Some(g)) = (lse_kernels::simd::level(), roofline::vnni_q4_1_step_gflops()) {
+        println!("VNNI Q4_1 step alone (8 rows: unpack, 8 dpbusd, f16 scales and mins, cvt, mul, 2 fma): {g:.0} GFLOP/s");
+    }
     if lse_kernels::simd::level() == lse_kernels::simd::Level::Avx2 {
         println!("AVX2 Q8_0 x Q8_0 step alone (broadcast, sign, maddubs, madd, add): {:.0} GFLOP/s", roofline::avx2_q8_gflops());
     }

@@ -164,3 +164,53 @@ unsafe fn vnni_block_loop(buf: &[u8], dx: &[f32], reps: usize) -> i32 {
     let t = facc.iter().fold(_mm512_setzero_ps(), |t, f| _mm512_add_ps(t, *f));
     _mm512_reduce_add_ps(t) as i32
 }
+
+/// GFLOP/s of a whole Q4_1 block step of [`BLOCK_ROWS`] rows alone, the ceiling of that tile's
+/// formulation: per 32-element block, the nibbles loaded and split (`vpand`, `vpsrlw`), 8
+/// `vpdpbusd` per row, the f16 scales and mins converted, and per row the convert, scale, FMA
+/// and the min's FMA; L1 bytes only (`None` without VNNI).
+pub fn vnni_q4_1_step_gflops() -> Option<f64> {
+    if !(is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vnni")) {
+        return None;
+    }
+    let nb = BYTES / 256;
+    let w: Vec<u8> = (0..BYTES).map(|i| (i * 37 % 251) as u8).collect();
+    let x: Vec<u8> = (0..BLOCK_ROWS * 32 * nb).map(|i| (i * 13 % 127) as u8).collect();
+    let scales: Vec<u16> = (0..32 * nb).map(|i| half::f16::from_f32(0.01 + (i % 5) as f32 / 1000.0).to_bits()).collect();
+    let act: Vec<f32> = (0..2 * BLOCK_ROWS * nb).map(|i| 0.5 + (i % 7) as f32 / 64.0).collect();
+    let reps = 40_000;
+    Some(best_of(5, 2.0 * (reps * nb * BLOCK_ROWS * 8 * 64) as f64, || unsafe { vnni_q4_1_loop(&w, &x, &scales, &act, reps) }))
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn vnni_q4_1_loop(w: &[u8], x: &[u8], scales: &[u16], act: &[f32], reps: usize) -> i32 {
+    let (nb, m0f) = (BYTES / 256, _mm512_set1_epi8(0x0f));
+    let mut facc = [_mm512_setzero_ps(); BLOCK_ROWS];
+    for _ in 0..reps {
+        let wp = black_box(w.as_ptr());
+        for b in 0..nb {
+            let xb = x.as_ptr().add(BLOCK_ROWS * 32 * b);
+            let mut ia = [_mm512_setzero_si512(); BLOCK_ROWS];
+            for t in 0..4 {
+                let v = _mm512_loadu_si512(wp.add(256 * b + 64 * t) as *const _);
+                let lo = _mm512_and_si512(v, m0f);
+                let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(v), m0f);
+                for (j, a) in ia.iter_mut().enumerate() {
+                    *a = _mm512_dpbusd_epi32(*a, lo, _mm512_set1_epi32((xb.add(32 * j + 4 * t) as *const i32).read_unaligned()));
+                }
+                for (j, a) in ia.iter_mut().enumerate() {
+                    *a = _mm512_dpbusd_epi32(*a, hi, _mm512_set1_epi32((xb.add(32 * j + 16 + 4 * t) as *const i32).read_unaligned()));
+                }
+            }
+            let dw = _mm512_cvtph_ps(_mm256_loadu_si256(scales.as_ptr().add(32 * b) as *const _));
+            let mw = _mm512_cvtph_ps(_mm256_loadu_si256(scales.as_ptr().add(32 * b + 16) as *const _));
+            for (j, f) in facc.iter_mut().enumerate() {
+                let (dx, sx) = (act[2 * (BLOCK_ROWS * b + j)], act[2 * (BLOCK_ROWS * b + j) + 1]);
+                *f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[j]), _mm512_mul_ps(dw, _mm512_set1_ps(dx)), *f);
+                *f = _mm512_fmadd_ps(mw, _mm512_set1_ps(sx), *f);
+            }
+        }
+    }
+    let t = facc.iter().fold(_mm512_setzero_ps(), |t, f| _mm512_add_ps(t, *f));
+    _mm512_reduce_add_ps(t) as i32
+}
