@@ -17,8 +17,8 @@
 //! speed no decode with the step's dispatches can pass, measured in the same minutes. When the
 //! counts hold 1 and 8, it also steps one session and 8 sessions in turn and prints the ratio of
 //! their median steps (8 sessions against one, in the same minutes), and, taken in the same turns,
-//! replays of both steps' reads (weights and K/V): the ratio 8 sessions would reach at the speed of
-//! their reads alone, the bound no arithmetic can beat on this machine.
+//! replays of both steps' reads (weights and K/V): the speeds no step with its arithmetic can pass
+//! here, and the ratio 8 sessions would reach if both steps ran at them.
 
 #[path = "../../lse-kernels/benches/common/reads.rs"]
 mod reads;
