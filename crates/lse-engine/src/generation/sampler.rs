@@ -4,6 +4,15 @@
 
 use super::request::SamplingParams;
 
+/// Sets the logits of `ids` (those inside the row) to −∞: tokens that may not be drawn.
+pub(crate) fn ban(row: &mut [f32], ids: &[u32]) {
+    for &id in ids {
+        if let Some(l) = row.get_mut(id as usize) {
+            *l = f32::NEG_INFINITY;
+        }
+    }
+}
+
 /// splitmix64: small, fast, and the same sequence on every platform.
 #[derive(Clone, Debug)]
 struct Rng(u64);
@@ -99,11 +108,7 @@ impl Sampler {
         saved.clear();
         let touched = bans.iter().chain(self.p.logit_bias.keys()).chain(self.window(history));
         saved.extend(touched.filter_map(|&id| row.get(id as usize).map(|&l| (id, l))));
-        for &id in bans {
-            if let Some(l) = row.get_mut(id as usize) {
-                *l = f32::NEG_INFINITY;
-            }
-        }
+        ban(row, bans);
         let picked = self.sample_with_margin(row, history);
         for &(id, l) in &saved {
             row[id as usize] = l;

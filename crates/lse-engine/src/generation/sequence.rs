@@ -5,7 +5,7 @@
 
 use super::constraint::Constraint;
 use super::request::{GenerateRequest, Prompt};
-use super::sampler::Sampler;
+use super::sampler::{ban, Sampler};
 use super::text::TextStream;
 use crate::{BatchRow, Engine, EngineError, Session, StepList};
 use lse_kernels::reduce::{RowReduce, SlicePart, SlicedRow};
@@ -327,9 +327,7 @@ impl Engine {
                 // every token that would and run the chain again
                 s.work.clear();
                 s.work.extend_from_slice(row);
-                for &t in &bans {
-                    s.work[t as usize] = f32::NEG_INFINITY;
-                }
+                ban(&mut s.work, &bans);
                 if c.mask(tk, &mut s.work) == 0 {
                     // no token of the vocabulary continues the value: this sequence ends cut short
                     // (an error would fail every sequence of the step)
