@@ -14,8 +14,12 @@
 //! Packed layout, per group of 16 weight rows (the last group padded with zero rows), per block
 //! of 32 elements: the quants as unsigned values (`u = q + 2^SH` for the Q8_0 family, the stored
 //! unsigned quant for the Q8_1 family; the AVX2 tile reads Q8_0 as the file's signed `q`), then 16 block scales `d`, then 16 mins `m` (Q8_1 family
-//! only; Q8_0-family blocks end after `d`); scales and mins are f16 for the 32-element block
-//! formats (the file's own values) and f32 for the k-quants (`d·sc` is not an f16). Q8_0 keeps one byte per quant: byte
+//! only; Q8_0-family blocks end after `d`), as f16: the file's own values. The k-quants keep
+//! their scales as the file does, so a decode step streams no more than the file's bytes: each
+//! run of 8 blocks (one super-block) starts with a header of 16 f32 `d` (and, Q4_K, 16 `−dmin`),
+//! and a block's scales are 16 bytes of 6-bit `sc` (Q4_K; then 16 of `m`) or two times 16 signed
+//! `sc` (Q6_K's 16-element halves); a tile multiplies `d·sc` itself, exactly the f32 product
+//! (at most 17 significant bits), so the values are those of an f32 `d·sc` per block. Q8_0 keeps one byte per quant: byte
 //! `t·64 + 4r + c` = element `4t + c` of row `r` (t < 8). Every other format keeps the low 4 bits
 //! of two quants per byte: byte `t·64 + 4r + c` holds element `4t + c` in its low nibble and
 //! element `16 + 4t + c` in its high nibble (t < 4). The bits above the nibble (`HB` = 1 for
@@ -53,13 +57,14 @@ pub struct PackedMatrix {
     nib: bool,
     /// High-bit planes after the nibbles (see the module docs).
     hb: u32,
-    /// Scales (and mins) stored as f16: the GGUF's own f16 values, exact (the 32-element block
-    /// formats; the k-quants' products `d·sc` need f32).
-    f16s: bool,
+    /// How the tiles read a block's scales (f16, or the k-quants' header and bytes).
+    scales: Scales,
     min: bool,
     sh: i32,
     /// Bytes per block of one group (quants, d, m).
     block_bytes: usize,
+    /// Bytes of the k-quants' header before each run of 8 blocks (0: none).
+    header_bytes: usize,
     /// The tiles run with AVX-512 VNNI (else AVX2).
     vnni: bool,
     data: Vec<A64>,
@@ -75,10 +80,10 @@ impl std::fmt::Debug for PackedMatrix {
 pub const PACKED_TYPES: [GgmlType; 7] =
     [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K];
 
-/// (nibble storage, high-bit planes, Q8_1 family, SH) of a packable type. Q4_K packs like Q4_1
-/// (every 32-element sub-block gets its f32 scale `d·sc` and min `−dmin·m`), Q6_K like Q8_0 with
-/// 6-bit quants and a scale per 16 elements (`d·sc`, two per block, the second in the `m` slot);
-/// both read Q8_K activations (see [`PackedMatrix::q8k_activations`]).
+/// (nibble storage, high-bit planes, Q8_1 family, SH) of a packable type. Q4_K multiplies like
+/// Q4_1 (every 32-element sub-block has its scale `d·sc` and min `−dmin·m`), Q6_K like Q8_0 with
+/// 6-bit quants and a scale per 16 elements (`d·sc`, two per block); both keep their scales as
+/// the file does (module docs) and read Q8_K activations (see [`PackedMatrix::q8k_activations`]).
 fn format(t: GgmlType) -> Option<(bool, u32, bool, i32)> {
     Some(match t {
         GgmlType::Q4_0 => (true, 0, false, 3),
@@ -172,6 +177,43 @@ fn decode_block(t: GgmlType, row: &[u8], j: usize, u: &mut [u8; 32]) -> (f32, f3
     }
 }
 
+/// A k-quant block's scales as packed: the super-block's header values (`d`, and `−dmin` for
+/// Q4_K) and the block's two bytes (Q4_K `sc`, `m`; Q6_K the halves' signed `sc`).
+fn k_scales(t: GgmlType, row: &[u8], j: usize) -> ([f32; 2], [u8; 2]) {
+    let h = |b: &[u8], o: usize| crate::fp::f16_to_f32(u16::from_le_bytes([b[o], b[o + 1]]));
+    if t == GgmlType::Q4_K {
+        let b = &row[(j / 8) * 144..(j / 8 + 1) * 144];
+        let (sc, mn) = crate::quant::q4_k::scales_mins(&b[4..16]);
+        return ([h(b, 0), -h(b, 2)], [sc[j % 8], mn[j % 8]]);
+    }
+    let b = &row[(j / 8) * 210..(j / 8 + 1) * 210];
+    let s = 2 * (j % 8);
+    ([h(b, 208), 0.0], [b[192 + s], b[192 + s + 1]])
+}
+
+/// Byte offset of block `b` in a group of `bb`-byte blocks with a `hb`-byte header before every
+/// 8 (none when `hb` is 0).
+#[inline(always)]
+const fn block_offset(b: usize, bb: usize, hb: usize) -> usize {
+    b * bb + (b / 8 + 1) * hb
+}
+
+/// How a tile reads a block's 16 scales (and mins).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Scales {
+    /// f32 per block (k-quant groups unpacked to bytes).
+    F32,
+    /// f16 per block (the 32-element formats).
+    F16,
+    /// The k-quants: the super-block header's f32 times the block's bytes.
+    K,
+}
+
+/// [`Scales`] as a const generic parameter.
+pub(crate) const S_F32: u8 = 0;
+pub(crate) const S_F16: u8 = 1;
+pub(crate) const S_K: u8 = 2;
+
 impl PackedMatrix {
     /// Packs `n` rows of `k` elements of type `t` (row-major ggml bytes). `None` when the type is
     /// not packable here ([`packable`]). Panics on short buffers or a `k` that is not a multiple
@@ -208,12 +250,12 @@ impl PackedMatrix {
         let qb = quant_bytes(nib, hb);
         // the `m` slot exists only where a kernel reads it (mins; Q6_K's second scale)
         let has_m = min || t == GgmlType::Q6_K;
-        let f16s = !matches!(t, GgmlType::Q4_K | GgmlType::Q6_K);
-        let sb = scale_bytes(f16s);
-        let block_bytes = qb + sb * (1 + has_m as usize);
+        let kq = matches!(t, GgmlType::Q4_K | GgmlType::Q6_K);
+        let scales = if kq { Scales::K } else { Scales::F16 };
+        let (block_bytes, header_bytes) = if kq { (qb + 32, 64 * (1 + min as usize)) } else { (qb + 32 * (1 + has_m as usize), 0) };
         let nb = k / 32;
         let ng = n.div_ceil(PNR);
-        let group_bytes = nb * block_bytes;
+        let group_bytes = nb * block_bytes + nb / 8 * header_bytes;
         let vnni = crate::simd::level() == crate::simd::Level::Avx512;
         // the AVX2 tile multiplies Q8_0's signed quants as they are (`|q|·sign(x, q)`)
         let q8_signed = t == GgmlType::Q8_0 && !vnni;
@@ -228,7 +270,8 @@ impl PackedMatrix {
                 let row = &w[(g * PNR + r) * rb..(g * PNR + r + 1) * rb];
                 for b in 0..nb {
                     let (d, m) = decode_block(t, row, b, &mut u);
-                    let blk = &mut dst[b * block_bytes..(b + 1) * block_bytes];
+                    let at = block_offset(b, block_bytes, header_bytes);
+                    let blk = &mut dst[at..at + block_bytes];
                     let uw = |i: usize| u32::from_le_bytes([u[i], u[i + 1], u[i + 2], u[i + 3]]);
                     let put = |blk: &mut [u8], off: usize, v: u32| {
                         assert!(off + 4 <= blk.len());
@@ -259,14 +302,27 @@ impl PackedMatrix {
                             put(blk, tt * 64 + 4 * r, uw(4 * tt) ^ flip);
                         }
                     }
-                    for (off, v) in [(0, d), (sb, m)].into_iter().take(1 + has_m as usize) {
-                        if f16s {
-                            let h = crate::fp::f32_to_f16(v);
-                            debug_assert_eq!(crate::fp::f16_to_f32(h).to_bits(), v.to_bits(), "pack: scale not an f16");
-                            blk[qb + off + 2 * r..qb + off + 2 * r + 2].copy_from_slice(&h.to_le_bytes());
-                        } else {
-                            put(blk, qb + off + 4 * r, v.to_bits());
+                    if kq {
+                        let (hd, bytes) = k_scales(t, row, b);
+                        // the tiles' products are the f32 scales of `decode_block`
+                        debug_assert!({
+                            let q6 = t == GgmlType::Q6_K;
+                            let f = |i: usize| if q6 { bytes[i] as i8 as f32 } else { bytes[i] as f32 };
+                            let (dd, mm) = (hd[0] * f(0), if q6 { hd[0] * f(1) } else { hd[1] * f(1) });
+                            dd.to_bits() == d.to_bits() && mm.to_bits() == m.to_bits()
+                        });
+                        blk[qb + r] = bytes[0];
+                        blk[qb + 16 + r] = bytes[1];
+                        let head = &mut dst[at - b % 8 * block_bytes - header_bytes..];
+                        for (i, v) in hd.into_iter().take(header_bytes / 64).enumerate() {
+                            put(head, 64 * i + 4 * r, v.to_bits());
                         }
+                        continue;
+                    }
+                    for (off, v) in [(0, d), (32, m)].into_iter().take(1 + has_m as usize) {
+                        let h = crate::fp::f32_to_f16(v);
+                        debug_assert_eq!(crate::fp::f16_to_f32(h).to_bits(), v.to_bits(), "pack: scale not an f16");
+                        blk[qb + off + 2 * r..qb + off + 2 * r + 2].copy_from_slice(&h.to_le_bytes());
                     }
                 }
             }
@@ -287,10 +343,11 @@ impl PackedMatrix {
             k,
             nib,
             hb,
-            f16s,
+            scales,
             min,
             sh,
             block_bytes,
+            header_bytes,
             vnni,
             data,
         })
@@ -331,7 +388,7 @@ impl PackedMatrix {
         quant_bytes(self.nib, self.hb)
     }
     pub(crate) fn group_bytes(&self) -> usize {
-        self.k / 32 * self.block_bytes
+        self.k / 32 * self.block_bytes + self.k / 256 * self.header_bytes
     }
     /// The activations are llama.cpp's Q8_K (k-quant weights), rewritten per 32-element block
     /// as Split32 (scale `d` of the super-block, `s = d·Σq` of the block).
@@ -457,6 +514,7 @@ impl PackedMatrix {
                 k: self.k,
                 wg,
                 bb: self.block_bytes,
+                hb: self.header_bytes,
                 x,
                 xs,
                 y,
@@ -467,7 +525,11 @@ impl PackedMatrix {
             };
             if self.unpacks() && nx > self.unpack_above() {
                 // rebuild the group's bytes once for all passes (see `rows_per_tile`)
-                let scale_bytes = self.block_bytes - self.quant_bytes();
+                // the k-quants' scales become f32 per block (the products the tiles would form)
+                let (scale_bytes, scales) = match self.scales {
+                    Scales::K => (128, Scales::F32),
+                    s => (self.block_bytes - self.quant_bytes(), s),
+                };
                 let ob = 512 + scale_bytes;
                 return UNPACKED.with(|buf| {
                     let mut buf = buf.borrow_mut();
@@ -481,10 +543,10 @@ impl PackedMatrix {
                         1 => avx2::unpack_group::<1>(&a, scale_bytes, out),
                         _ => avx2::unpack_group::<2>(&a, scale_bytes, out),
                     }
-                    let bytes = Args { wg: out, bb: ob, prefetch: false, ..a };
+                    let bytes = Args { wg: out, bb: ob, hb: 0, prefetch: false, ..a };
                     if !self.vnni {
                         let kind = if self.sub16() { avx2::Kind::Sub16Bytes } else { avx2::Kind::NibBytes };
-                        return avx2::tile(&bytes, kind, self.min, self.f16s, nx);
+                        return avx2::tile(&bytes, kind, self.min, scales, nx);
                     }
                     for j0 in (0..nx).step_by(PMR) {
                         let pass = Args { x: x.add(j0 * xs), y: y.add(j0 * ldy), ..bytes };
@@ -499,18 +561,18 @@ impl PackedMatrix {
                     (true, _) => avx2::Kind::Bits5,
                     (false, _) => avx2::Kind::Bytes8,
                 };
-                return avx2::tile(&a, kind, self.min, self.f16s, nx);
+                return avx2::tile(&a, kind, self.min, self.scales, nx);
             }
             if self.sub16() {
                 return by_rows!(nx, tile16::<true>, &a);
             }
-            match (self.nib, self.hb, self.min, self.f16s) {
-                (true, 0, true, true) => by_rows!(nx, tile::<true, 0, true, true>, &a),
-                (true, 0, true, false) => by_rows!(nx, tile::<true, 0, true, false>, &a),
-                (true, 0, false, _) => by_rows!(nx, tile::<true, 0, false, true>, &a),
-                (true, _, true, _) => by_rows!(nx, tile::<true, 1, true, true>, &a),
-                (true, _, false, _) => by_rows!(nx, tile::<true, 1, false, true>, &a),
-                (false, _, _, _) => by_rows!(nx, tile::<false, 0, false, true>, &a),
+            match (self.nib, self.hb, self.min, self.scales == Scales::K) {
+                (true, 0, true, false) => by_rows!(nx, tile::<true, 0, true, S_F16>, &a),
+                (true, 0, true, true) => by_rows!(nx, tile::<true, 0, true, S_K>, &a),
+                (true, 0, false, _) => by_rows!(nx, tile::<true, 0, false, S_F16>, &a),
+                (true, _, true, _) => by_rows!(nx, tile::<true, 1, true, S_F16>, &a),
+                (true, _, false, _) => by_rows!(nx, tile::<true, 1, false, S_F16>, &a),
+                (false, _, _, _) => by_rows!(nx, tile::<false, 0, false, S_F16>, &a),
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -530,9 +592,9 @@ const fn quant_bytes(nib: bool, hb: u32) -> usize {
     }
 }
 
-/// Bytes of the 16 scales (or mins) of a block: f16 or f32.
-const fn scale_bytes(f16s: bool) -> usize {
-    if f16s {
+/// Bytes of a block's 16 scales (or mins) read as `S` (per block: f32 or f16).
+const fn scale_bytes(s: u8) -> usize {
+    if s == S_F16 {
         32
     } else {
         64
@@ -576,6 +638,8 @@ pub(crate) struct Args {
     k: usize,
     wg: *const u8,
     bb: usize,
+    /// Header bytes before every 8 blocks (k-quants; see [`block_offset`]).
+    hb: usize,
     x: *const u8,
     xs: usize,
     y: *mut f32,
@@ -586,6 +650,25 @@ pub(crate) struct Args {
     prefetch: bool,
     /// Whether it also asks for them into L1 shortly before use: where the group is read once.
     near: bool,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Args {
+    /// Block `b` of the group.
+    #[inline(always)]
+    unsafe fn block(&self, b: usize) -> *const u8 {
+        self.wg.add(block_offset(b, self.bb, self.hb))
+    }
+    /// The header of block `b`'s run of 8 (k-quants).
+    #[inline(always)]
+    unsafe fn header(&self, b: usize) -> *const u8 {
+        self.wg.add(b / 8 * (8 * self.bb + self.hb))
+    }
+    /// Bytes a tile asks for ahead per block: the block's, and a share of the headers.
+    #[inline(always)]
+    fn ahead_bytes(&self) -> usize {
+        self.bb + self.hb
+    }
 }
 
 /// What a tile call asks for ahead of its weight reads.

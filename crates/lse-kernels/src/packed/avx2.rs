@@ -16,7 +16,7 @@
 //!   time, so the AVX2 pack keeps the file's signed `q`; the block sum is then Σq·x, which is the
 //!   VNNI tile's −128·Σx + Σu·x.
 
-use super::Args;
+use super::{Args, Scales, S_F16, S_F32, S_K};
 use core::arch::x86_64::*;
 
 /// Activation rows one pass keeps in registers (16 ymm: MR i16/i32 sums, MR f32 sums, the
@@ -46,16 +46,18 @@ pub(super) enum Kind {
 }
 
 /// Rewrites group `a.wg` (nibbles and `hb` planes, blocks of `a.bb` bytes) with one byte per
-/// quant into `out` (blocks of 512 bytes of quants and the `scale_bytes` copied), so that several passes over many
-/// activation rows rebuild each quant once instead of once per pass.
+/// quant into `out` (blocks of 512 bytes of quants and `scale_bytes` of scales: copied, or for
+/// the k-quants the f32 products `d·sc` (and `−dmin·m`; Q6_K's two halves), exactly those a tile
+/// forms), so that several passes over many activation rows rebuild each quant once instead of
+/// once per pass.
 #[target_feature(enable = "avx2,fma")]
 pub(super) unsafe fn unpack_group<const HB: usize>(a: &Args, scale_bytes: usize, out: *mut u8) {
     let ob = 512 + scale_bytes;
     let hmask = _mm256_set1_epi8((((1 << HB) - 1) << 4) as i8);
     for b in 0..a.nb {
-        let (src, dst) = (a.wg.add(b * a.bb), out.add(b * ob));
+        let (src, dst) = (a.block(b), out.add(b * ob));
         if a.prefetch {
-            super::prefetch_ahead(src, a.bb, a.near);
+            super::prefetch_ahead(src, a.ahead_bytes(), a.near);
         }
         for h in 0..2 {
             for t in 0..4 {
@@ -70,8 +72,28 @@ pub(super) unsafe fn unpack_group<const HB: usize>(a: &Args, scale_bytes: usize,
                 }
             }
         }
-        std::ptr::copy_nonoverlapping(src.add(super::quant_bytes(true, HB as u32)), dst.add(512), scale_bytes);
+        let sc = src.add(super::quant_bytes(true, HB as u32));
+        if a.hb == 0 {
+            std::ptr::copy_nonoverlapping(sc, dst.add(512), scale_bytes);
+            continue;
+        }
+        for i in 0..2 {
+            for h in 0..2 {
+                let v = k_scales8(a, b, sc, i, h, HB == 2);
+                _mm256_storeu_ps(dst.add(512 + 64 * i + 32 * h) as *mut f32, v);
+            }
+        }
     }
+}
+
+/// A k-quant block's scales `8h..8h + 8` from its bytes at `sc`: byte array `i` (Q4_K: 0 `sc`,
+/// 1 `m`; Q6_K: the two halves' `sc`, `signed`) times the header's `d` (Q4_K's mins: `−dmin`).
+#[inline(always)]
+unsafe fn k_scales8(a: &Args, b: usize, sc: *const u8, i: usize, h: usize, signed: bool) -> __m256 {
+    let bytes = _mm_loadl_epi64(sc.add(16 * i + 8 * h) as *const __m128i);
+    let v = if signed { _mm256_cvtepi8_epi32(bytes) } else { _mm256_cvtepu8_epi32(bytes) };
+    let d = a.header(b).add(if signed { 0 } else { 64 * i } + 32 * h);
+    _mm256_mul_ps(_mm256_loadu_ps(d as *const f32), _mm256_cvtepi32_ps(v))
 }
 
 /// Half `h` of block `b` of the group. The first half asks for the block's bytes a page ahead,
@@ -80,9 +102,9 @@ pub(super) unsafe fn unpack_group<const HB: usize>(a: &Args, scale_bytes: usize,
 /// 3–7 % faster, measured alternating step by step).
 #[inline(always)]
 unsafe fn half_block(a: &Args, b: usize, h: usize) -> *const u8 {
-    let wb = a.wg.add(b * a.bb + 32 * h);
+    let wb = a.block(b).add(32 * h);
     if h == 0 && a.prefetch {
-        super::prefetch_ahead(wb, a.bb, a.near);
+        super::prefetch_ahead(wb, a.ahead_bytes(), a.near);
     }
     wb
 }
@@ -116,9 +138,9 @@ unsafe fn over_blocks<const R: usize, const H: usize>(
 unsafe fn over_blocks_both<const R: usize>(a: &Args, j0: usize, mut block: impl FnMut(usize, *const u8, &mut [[__m256; R]; 2])) {
     let mut facc = [[_mm256_setzero_ps(); R]; 2];
     for b in 0..a.nb {
-        let wb = a.wg.add(b * a.bb);
+        let wb = a.block(b);
         if a.prefetch {
-            super::prefetch_ahead(wb, a.bb, a.near);
+            super::prefetch_ahead(wb, a.ahead_bytes(), a.near);
         }
         block(b, wb, &mut facc);
     }
@@ -162,10 +184,15 @@ unsafe fn chunk_bits(p: *const u8, hb: usize, s: usize) -> __m256i {
     }
 }
 
-/// Scales `8h..8h + 8` of the 16 at `p`, stored as f16 (`F16S`) or f32.
+/// Block `b`'s scales (`i` 0) or mins (`i` 1) `8h..8h + 8`, its scale bytes at `p`: f16 or f32
+/// per block, or (`S_K`, Q4_K) the header's f32 times the block's bytes.
 #[inline(always)]
-unsafe fn scales<const F16S: bool>(p: *const u8, h: usize) -> __m256 {
-    if F16S {
+unsafe fn scales<const S: u8>(a: &Args, b: usize, p: *const u8, i: usize, h: usize) -> __m256 {
+    if S == S_K {
+        return k_scales8(a, b, p, i, h, false);
+    }
+    let p = p.add(i * super::scale_bytes(S));
+    if S == S_F16 {
         _mm256_cvtph_ps(_mm_loadu_si128(p.add(16 * h) as *const __m128i))
     } else {
         _mm256_loadu_ps(p.add(32 * h) as *const f32)
@@ -175,7 +202,7 @@ unsafe fn scales<const F16S: bool>(p: *const u8, h: usize) -> __m256 {
 /// Block `b`'s f32 step for half `h` of rows `x0 + j·xs` (the VNNI tile's, in its order):
 /// `facc[j] += cvt(ia[j])·(d·dx)`, then `+ m·s` with mins; `sc` is the block's scales.
 #[inline(always)]
-unsafe fn scale_block<const MIN: bool, const F16S: bool, const R: usize>(
+unsafe fn scale_block<const MIN: bool, const S: u8, const R: usize>(
     a: &Args,
     x0: *const u8,
     b: usize,
@@ -184,8 +211,8 @@ unsafe fn scale_block<const MIN: bool, const F16S: bool, const R: usize>(
     ia: &[__m256i; R],
     facc: &mut [__m256; R],
 ) {
-    let dw = scales::<F16S>(sc, h);
-    let mw = if MIN { scales::<F16S>(sc.add(super::scale_bytes(F16S)), h) } else { _mm256_setzero_ps() };
+    let dw = scales::<S>(a, b, sc, 0, h);
+    let mw = if MIN { scales::<S>(a, b, sc, 1, h) } else { _mm256_setzero_ps() };
     for j in 0..R {
         let px = x0.add(j * a.xs);
         let dx = _mm256_set1_ps((px.add(a.k + 4 * b) as *const f32).read_unaligned());
@@ -198,11 +225,15 @@ unsafe fn scale_block<const MIN: bool, const F16S: bool, const R: usize>(
 }
 
 /// Q6_K's f32 step of block `b` for rows `x0 + j·xs` (the VNNI tile's, in its order): the two
-/// sub-blocks' sums `sub` scaled by the half's `d·sc` at `d` and `d + 64`, then by `dx`.
+/// sub-blocks' sums `sub` scaled by half `h`'s `d·sc` (the block's scales at `sc`: packed
+/// (`PACKED`) or f32), then by `dx`.
 #[inline(always)]
-unsafe fn scale_block16<const R: usize>(a: &Args, x0: *const u8, b: usize, d: *const u8, sub: &[[__m256i; R]; 2], facc: &mut [__m256; R]) {
-    let d0 = _mm256_loadu_ps(d as *const f32);
-    let d1 = _mm256_loadu_ps(d.add(64) as *const f32);
+unsafe fn scale_block16<const PACKED: bool, const R: usize>(a: &Args, x0: *const u8, b: usize, sc: *const u8, h: usize, sub: &[[__m256i; R]; 2], facc: &mut [__m256; R]) {
+    let (d0, d1) = if PACKED {
+        (k_scales8(a, b, sc, 0, h, true), k_scales8(a, b, sc, 1, h, true))
+    } else {
+        (_mm256_loadu_ps(sc.add(32 * h) as *const f32), _mm256_loadu_ps(sc.add(64 + 32 * h) as *const f32))
+    };
     for j in 0..R {
         let dx = _mm256_set1_ps((x0.add(j * a.xs + a.k + 4 * b) as *const f32).read_unaligned());
         let v0 = _mm256_cvtepi32_ps(sub[0][j]);
@@ -223,7 +254,8 @@ unsafe fn widen(s16: __m256i) -> __m256i {
 ///
 /// # Safety
 /// As [`super::PackedMatrix::tile`]; the CPU must have AVX2 and FMA.
-pub(super) unsafe fn tile(a: &Args, kind: Kind, min: bool, f16s: bool, nx: usize) {
+pub(super) unsafe fn tile(a: &Args, kind: Kind, min: bool, scales: Scales, nx: usize) {
+    let f16s = scales == Scales::F16;
     let halves = if a.ncols > 8 { 2 } else { 1 };
     let mr = if matches!(kind, Kind::Bytes8 | Kind::Sub16 | Kind::Sub16Bytes) { MR_WIDE } else { MR };
     // Q8_0 and groups rebuilt as bytes: rows in passes of at most `MR_BOTH`, each over both
@@ -248,9 +280,9 @@ pub(super) unsafe fn tile(a: &Args, kind: Kind, min: bool, f16s: bool, nx: usize
     if halves == 2 && nx > 1 {
         match (kind, min, f16s) {
             (Kind::Bytes8, _, _) => both_halves!(bytes8_pass),
-            (Kind::NibBytes, true, true) => both_halves!(nib_bytes_pass, true, true),
-            (Kind::NibBytes, true, false) => both_halves!(nib_bytes_pass, true, false),
-            (Kind::NibBytes, false, _) => both_halves!(nib_bytes_pass, false, true),
+            (Kind::NibBytes, true, true) => both_halves!(nib_bytes_pass, true, S_F16),
+            (Kind::NibBytes, true, false) => both_halves!(nib_bytes_pass, true, S_F32),
+            (Kind::NibBytes, false, _) => both_halves!(nib_bytes_pass, false, S_F16),
             (Kind::Sub16Bytes, _, _) => both_halves!(sub16_bytes_pass),
             _ => {}
         }
@@ -281,15 +313,15 @@ pub(super) unsafe fn tile(a: &Args, kind: Kind, min: bool, f16s: bool, nx: usize
                 };
             }
             match (kind, min, f16s) {
-                (Kind::Nibbles, true, true) => halves!(half, 0, true, true; 4),
-                (Kind::Nibbles, true, false) => halves!(half, 0, true, false; 4),
-                (Kind::Nibbles, false, _) => halves!(half, 0, false, true; 4),
-                (Kind::Bits5, true, _) => halves!(half, 1, true, true; 4),
-                (Kind::Bits5, false, _) => halves!(half, 1, false, true; 4),
-                (Kind::Bytes8, _, _) => halves!(half, 2, false, true; 3),
-                (Kind::NibBytes, true, true) => halves!(half, 3, true, true; 4),
-                (Kind::NibBytes, true, false) => halves!(half, 3, true, false; 4),
-                (Kind::NibBytes, false, _) => halves!(half, 3, false, true; 4),
+                (Kind::Nibbles, true, true) => halves!(half, 0, true, S_F16; 4),
+                (Kind::Nibbles, true, false) => halves!(half, 0, true, S_K; 4),
+                (Kind::Nibbles, false, _) => halves!(half, 0, false, S_F16; 4),
+                (Kind::Bits5, true, _) => halves!(half, 1, true, S_F16; 4),
+                (Kind::Bits5, false, _) => halves!(half, 1, false, S_F16; 4),
+                (Kind::Bytes8, _, _) => halves!(half, 2, false, S_F16; 3),
+                (Kind::NibBytes, true, true) => halves!(half, 3, true, S_F16; 4),
+                (Kind::NibBytes, true, false) => halves!(half, 3, true, S_F32; 4),
+                (Kind::NibBytes, false, _) => halves!(half, 3, false, S_F16; 4),
                 (Kind::Sub16, _, _) => halves!(half16, true; 3),
                 (Kind::Sub16Bytes, _, _) => halves!(half16, false; 3),
             }
@@ -301,7 +333,7 @@ pub(super) unsafe fn tile(a: &Args, kind: Kind, min: bool, f16s: bool, nx: usize
 /// Rows `j0..j0 + R` against weight rows `8h..8h + 8` of the group for the `H` halves `h0..`;
 /// `K`: 0 nibbles, 1 5-bit (nibbles and a plane), 2 Q8_0 bytes, 3 5-bit bytes (unpacked).
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn half<const K: u8, const MIN: bool, const F16S: bool, const R: usize, const H: usize>(a: &Args, j0: usize, h0: usize) {
+unsafe fn half<const K: u8, const MIN: bool, const S: u8, const R: usize, const H: usize>(a: &Args, j0: usize, h0: usize) {
     let (nb, k, xs) = (a.nb, a.k, a.xs);
     let qb = super::quant_bytes(K < 2, (K == 1) as u32);
     let x0 = a.x.add(j0 * xs);
@@ -374,7 +406,7 @@ unsafe fn half<const K: u8, const MIN: bool, const F16S: bool, const R: usize, c
             }
         }
         // this half's 8 scales (and mins) of the block
-        scale_block::<MIN, F16S, R>(a, x0, b, a.wg.add(b * a.bb + qb), h, &ia, facc);
+        scale_block::<MIN, S, R>(a, x0, b, a.block(b).add(qb), h, &ia, facc);
     });
 }
 
@@ -400,7 +432,7 @@ unsafe fn bytes8_pass<const R: usize>(a: &Args, j0: usize) {
             }
         }
         for h in 0..2 {
-            scale_block::<false, true, R>(a, x0, b, wb.add(super::quant_bytes(false, 0)), h, &ia[h], &mut facc[h]);
+            scale_block::<false, S_F16, R>(a, x0, b, wb.add(super::quant_bytes(false, 0)), h, &ia[h], &mut facc[h]);
         }
     });
 }
@@ -408,7 +440,7 @@ unsafe fn bytes8_pass<const R: usize>(a: &Args, j0: usize) {
 /// Rows `j0..j0 + R` against all 16 weight rows of an unpacked 4- or 5-bit group: [`half`]'s sums
 /// and f32 steps per half (`K` 3), with each activation broadcast once for both halves.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn nib_bytes_pass<const MIN: bool, const F16S: bool, const R: usize>(a: &Args, j0: usize) {
+unsafe fn nib_bytes_pass<const MIN: bool, const S: u8, const R: usize>(a: &Args, j0: usize) {
     let (nb, k, xs) = (a.nb, a.k, a.xs);
     let x0 = a.x.add(j0 * xs);
     over_blocks_both::<R>(a, j0, |b, wb, facc| {
@@ -443,7 +475,7 @@ unsafe fn nib_bytes_pass<const MIN: bool, const F16S: bool, const R: usize>(a: &
             }
         }
         for h in 0..2 {
-            scale_block::<MIN, F16S, R>(a, x0, b, wb.add(super::quant_bytes(false, 0)), h, &ia[h], &mut facc[h]);
+            scale_block::<MIN, S, R>(a, x0, b, wb.add(super::quant_bytes(false, 0)), h, &ia[h], &mut facc[h]);
         }
     });
 }
@@ -479,7 +511,7 @@ unsafe fn sub16_bytes_pass<const R: usize>(a: &Args, j0: usize) {
             sums[1][sb] = acc[1];
         }
         for h in 0..2 {
-            scale_block16::<R>(a, x0, b, wb.add(super::quant_bytes(false, 2) + 32 * h), &sums[h], &mut facc[h]);
+            scale_block16::<false, R>(a, x0, b, wb.add(super::quant_bytes(false, 2)), h, &sums[h], &mut facc[h]);
         }
     });
 }
@@ -490,7 +522,7 @@ unsafe fn sub16_bytes_pass<const R: usize>(a: &Args, j0: usize) {
 unsafe fn half16<const PLANES: bool, const R: usize, const H: usize>(a: &Args, j0: usize, h0: usize) {
     let (nb, k, xs) = (a.nb, a.k, a.xs);
     let x0 = a.x.add(j0 * xs);
-    over_blocks::<R, H>(a, j0, h0, |b, _, wb, facc| {
+    over_blocks::<R, H>(a, j0, h0, |b, h, wb, facc| {
         let xb = x0.add(32 * b);
         let so = k + 4 * nb + 8 * b;
         let start = |j: usize, o: usize| _mm256_set1_epi32((x0.add(j * xs + so + o) as *const i32).read_unaligned());
@@ -516,7 +548,7 @@ unsafe fn half16<const PLANES: bool, const R: usize, const H: usize>(a: &Args, j
                 }
             }
         }
-        scale_block16::<R>(a, x0, b, wb.add(super::quant_bytes(PLANES, 2)), &sub, facc);
+        scale_block16::<PLANES, R>(a, x0, b, a.block(b).add(super::quant_bytes(PLANES, 2)), h, &sub, facc);
     });
 }
 

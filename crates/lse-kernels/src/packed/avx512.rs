@@ -1,6 +1,6 @@
 //! The AVX-512 VNNI micro-tile: one `vpdpbusd` adds 4 products of 16 weight rows per activation row.
 
-use super::Args;
+use super::{Args, S_F16, S_K};
 use core::arch::x86_64::*;
 
 #[inline(always)]
@@ -30,16 +30,16 @@ unsafe fn with_bits(nib: __m512i, bits: __m512i, mask: __m512i) -> __m512i {
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-pub(super) unsafe fn tile<const NIB: bool, const HB: u32, const MIN: bool, const F16S: bool, const MR: usize>(a: &Args) {
+pub(super) unsafe fn tile<const NIB: bool, const HB: u32, const MIN: bool, const S: u8, const MR: usize>(a: &Args) {
     let (nb, k, xs) = (a.nb, a.k, a.xs);
     let qb = super::quant_bytes(NIB, HB);
     let m0f = _mm512_set1_epi8(0x0f);
     let hmask = _mm512_set1_epi8((((1 << HB) - 1) << 4) as i8);
     let mut facc = [_mm512_setzero_ps(); MR];
     for b in 0..nb {
-        let wb = a.wg.add(b * a.bb);
+        let wb = a.block(b);
         if a.prefetch {
-            super::prefetch_ahead(wb, a.bb, a.near);
+            super::prefetch_ahead(wb, a.ahead_bytes(), a.near);
         }
         let xb = a.x.add(32 * b);
         let so = k + 4 * nb + 4 * b;
@@ -86,9 +86,9 @@ pub(super) unsafe fn tile<const NIB: bool, const HB: u32, const MIN: bool, const
                 ia[j] = _mm512_add_epi32(ia[j], ib[j]);
             }
         }
-        let dw = scales::<F16S>(wb.add(qb));
+        let dw = scales::<S>(a, b, wb.add(qb), 0);
         if MIN {
-            let mw = scales::<F16S>(wb.add(qb + super::scale_bytes(F16S)));
+            let mw = scales::<S>(a, b, wb.add(qb), 1);
             for j in 0..MR {
                 let px = a.x.add(j * xs);
                 let dx = _mm512_set1_ps((px.add(k + 4 * b) as *const f32).read_unaligned());
@@ -109,10 +109,16 @@ pub(super) unsafe fn tile<const NIB: bool, const HB: u32, const MIN: bool, const
     store::<MR>(a, &facc);
 }
 
-/// 16 scales (or mins) of a block, stored as f16 (`F16S`) or f32.
+/// Block `b`'s 16 scales (`i` 0) or mins (`i` 1), its scale bytes at `p`: f16 or f32 per block,
+/// or (`S_K`) the header's f32 times the block's unsigned bytes.
 #[inline(always)]
-unsafe fn scales<const F16S: bool>(p: *const u8) -> __m512 {
-    if F16S {
+unsafe fn scales<const S: u8>(a: &Args, b: usize, p: *const u8, i: usize) -> __m512 {
+    if S == S_K {
+        let sc = _mm512_cvtepu8_epi32(_mm_loadu_si128(p.add(16 * i) as *const __m128i));
+        return _mm512_mul_ps(_mm512_loadu_ps(a.header(b).add(64 * i) as *const f32), _mm512_cvtepi32_ps(sc));
+    }
+    let p = p.add(i * super::scale_bytes(S));
+    if S == S_F16 {
         _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i))
     } else {
         _mm512_loadu_ps(p as *const f32)
@@ -133,9 +139,9 @@ unsafe fn store<const MR: usize>(a: &Args, facc: &[__m512; MR]) {
     }
 }
 
-/// Q6_K: 6-bit quants (nibbles and two high-bit planes, or one byte per quant after
-/// `avx2::unpack_group` when `!PLANES`) with two 16-element sub-blocks per block:
-/// scales `d₀`, `d₁` per row, activation rows with per-16 folded corrections (`u = q + 2^SH`,
+/// Q6_K: 6-bit quants (nibbles and two high-bit planes with the packed scales, or one byte per
+/// quant and f32 scales after `avx2::unpack_group` when `!PLANES`) with two 16-element
+/// sub-blocks per block: scales `d₀`, `d₁` per row, activation rows with per-16 folded corrections (`u = q + 2^SH`,
 /// corrected per sub-block). The low nibble chunks are elements 0..16, the high ones 16..32.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 pub(super) unsafe fn tile16<const PLANES: bool, const MR: usize>(a: &Args) {
@@ -144,9 +150,9 @@ pub(super) unsafe fn tile16<const PLANES: bool, const MR: usize>(a: &Args) {
     let hmask = _mm512_set1_epi8(0x30);
     let mut facc = [_mm512_setzero_ps(); MR];
     for b in 0..nb {
-        let wb = a.wg.add(b * a.bb);
+        let wb = a.block(b);
         if a.prefetch {
-            super::prefetch_ahead(wb, a.bb, a.near);
+            super::prefetch_ahead(wb, a.ahead_bytes(), a.near);
         }
         let xb = a.x.add(32 * b);
         let so = k + 4 * nb + 8 * b;
@@ -168,9 +174,14 @@ pub(super) unsafe fn tile16<const PLANES: bool, const MR: usize>(a: &Args) {
                 i1[j] = _mm512_dpbusd_epi32(i1[j], hi, bx(xb.add(j * xs + 16 + 4 * t)));
             }
         }
-        let qb = if PLANES { 384 } else { 512 };
-        let d0 = _mm512_loadu_ps(wb.add(qb) as *const f32);
-        let d1 = _mm512_loadu_ps(wb.add(qb + 64) as *const f32);
+        let (d0, d1) = if PLANES {
+            // packed: the header's d times the halves' signed scale bytes
+            let d = _mm512_loadu_ps(a.header(b) as *const f32);
+            let sc = |o: usize| _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(wb.add(384 + o) as *const __m128i)));
+            (_mm512_mul_ps(d, sc(0)), _mm512_mul_ps(d, sc(16)))
+        } else {
+            (_mm512_loadu_ps(wb.add(512) as *const f32), _mm512_loadu_ps(wb.add(576) as *const f32))
+        };
         for j in 0..MR {
             let px = a.x.add(j * xs);
             let dx = _mm512_set1_ps((px.add(k + 4 * b) as *const f32).read_unaligned());
