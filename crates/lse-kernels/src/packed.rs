@@ -15,7 +15,7 @@
 //! of 32 elements: the quants as unsigned values (`u = q + 2^SH` for the Q8_0 family, the stored
 //! unsigned quant for the Q8_1 family; the AVX2 tile reads Q8_0 as the file's signed `q`), then 16 block scales `d`, then 16 mins `m` (Q8_1 family
 //! only; Q8_0-family blocks end after `d`), as f16: the file's own values. The k-quants keep
-//! their scales as the file does, so a decode step streams no more than the file's bytes: each
+//! their scales much as the file does, so a decode step streams about the file's bytes: each
 //! run of 8 blocks (one super-block) starts with a header of 16 f32 `d` (and, Q4_K, 16 `−dmin`),
 //! and a block's scales are 16 bytes of 6-bit `sc` (Q4_K; then 16 of `m`) or two times 16 signed
 //! `sc` (Q6_K's 16-element halves); a tile multiplies `d·sc` itself, exactly the f32 product

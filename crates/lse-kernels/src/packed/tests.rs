@@ -103,3 +103,32 @@ fn many_matrices_equal_separate_calls() {
         types.enumerate().map(|(i, t)| PackedMatrix::new(&pool, t, &weights(&mut rng, t, 16 + 9 * i, k, false), 16 + 9 * i, k).unwrap()).collect();
     many_equals_separate(&pool, &mut rng, &ws, k, &[1, 2, 8, 70]);
 }
+
+/// Packed bytes per weight, counted from the layout: quants, then f16 scales (and mins) per
+/// 32-block for the block formats; the k-quants' scale bytes per block plus a header of f32 per
+/// 8 blocks and 16 rows (Q4_K: `sc` and `m`, `d` and `−dmin`; Q6_K: two `sc`, `d`).
+#[test]
+fn packed_bytes_per_weight() {
+    if !crate::packed::packed_available() {
+        return;
+    }
+    let pool = ThreadPool::new(1);
+    let (n, k) = (64usize, 512usize);
+    let per_weight = |t: GgmlType| -> f64 {
+        match t {
+            GgmlType::Q4_0 => 0.5 + 2.0 / 32.0,
+            GgmlType::Q4_1 => 0.5 + 4.0 / 32.0,
+            GgmlType::Q5_0 => 0.625 + 2.0 / 32.0,
+            GgmlType::Q5_1 => 0.625 + 4.0 / 32.0,
+            GgmlType::Q8_0 => 1.0 + 2.0 / 32.0,
+            GgmlType::Q4_K => 0.5 + 2.0 / 32.0 + 8.0 / 256.0,
+            GgmlType::Q6_K => 0.75 + 2.0 / 32.0 + 4.0 / 256.0,
+            _ => unreachable!(),
+        }
+    };
+    let mut rng = Rng::new(3);
+    for t in PACKED_TYPES {
+        let p = PackedMatrix::new(&pool, t, &weights(&mut rng, t, n, k, false), n, k).unwrap();
+        assert_eq!(p.size_bytes() as f64, per_weight(t) * (n * k) as f64, "{}", t.name());
+    }
+}
