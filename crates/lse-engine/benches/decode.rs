@@ -12,7 +12,8 @@
 //! an empty context, so a step reads its weights and next to no K/V).
 //! For one session it also prints the weight bytes a step streams (the packed matrices, LM head
 //! included), the GB/s that makes, and this machine's read bandwidth on the same threads: the
-//! memory-bound speed is bandwidth / bytes per step. Then it decodes again, each step followed by a
+//! memory-bound speed is bandwidth / bytes per step (and again with the file's bytes of the same
+//! matrices, which the packed copies replace). Then it decodes again, each step followed by a
 //! replay of its weight reads without the arithmetic ([`WeightReads`]), and prints the medians: the
 //! speed no decode with the step's dispatches can pass, measured in the same minutes. When the
 //! counts hold 1 and 8, it also steps one session and 8 sessions in turn and prints the ratio of
@@ -88,6 +89,13 @@ fn main() {
                 bw / 1e9,
                 bw / bytes,
                 100.0 * steps as f64 / decode / (bw / bytes)
+            );
+            let file = engine.packed_source_bytes() as f64;
+            println!(
+                "{name}: the file's bytes of the same matrices {:.1} MB: memory-bound speed {:.1} steps/s, reached {:.0} %",
+                file / 1e6,
+                bw / file,
+                100.0 * steps as f64 / decode / (bw / file)
             );
             let reads = WeightReads::new(&path, threads, bytes as usize, 0);
             let (dec, rd) = interleaved(&engine, &request(0), &reads, steps);

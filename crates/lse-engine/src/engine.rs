@@ -97,6 +97,12 @@ impl Engine {
         (self.model.w.file.bytes().len(), self.model.w.packed_bytes())
     }
 
+    /// The file's bytes of the matrices packed so far (the packed copies' own bytes are
+    /// [`Engine::weight_bytes`]'s second).
+    pub fn packed_source_bytes(&self) -> usize {
+        self.model.w.packed_source_bytes()
+    }
+
     pub fn options(&self) -> &EngineOptions {
         &self.opts
     }
