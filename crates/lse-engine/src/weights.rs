@@ -21,9 +21,8 @@ pub struct Matrix {
     part: Option<(usize, usize)>,
     /// The weights repacked for the register-tiled kernels, made on first use (shared by clones).
     packed: Arc<std::sync::OnceLock<Option<lse_kernels::PackedMatrix>>>,
-    /// Bytes of every packed copy made from this file, and of the rows they replace (for the
-    /// memory report and the decode bench).
-    packed_total: Arc<[AtomicUsize; 2]>,
+    /// Bytes of every packed copy made from this file (for the memory report and the decode bench).
+    packed_total: Arc<PackedTally>,
     /// Rows looked up by decode steps whose mapped pages are not yet released (shared by clones).
     held: Arc<Mutex<HeldRows>>,
 }
@@ -92,8 +91,8 @@ impl Matrix {
                 let p = lse_kernels::PackedMatrix::new_releasing(pool, self.ty, bytes, self.n, self.k, &release);
                 if let Some(p) = &p {
                     self.file.release_pages(bytes);
-                    self.packed_total[0].fetch_add(p.size_bytes(), Ordering::Relaxed);
-                    self.packed_total[1].fetch_add(bytes.len(), Ordering::Relaxed);
+                    self.packed_total.packed.fetch_add(p.size_bytes(), Ordering::Relaxed);
+                    self.packed_total.source.fetch_add(bytes.len(), Ordering::Relaxed);
                 }
                 p
             })
@@ -150,23 +149,29 @@ impl std::fmt::Debug for Matrix {
     }
 }
 
+/// Bytes of the packed copies made so far, and of the file's rows they were made from.
+#[derive(Default)]
+struct PackedTally {
+    packed: AtomicUsize,
+    source: AtomicUsize,
+}
+
 /// The open model file and its common hyperparameters, for binding tensors by name.
 pub struct Weights {
     pub file: Arc<GgufFile>,
     pub hp: HParams,
-    /// Bytes of the packed copies made so far, and of the file's rows they were made from.
-    packed_total: Arc<[AtomicUsize; 2]>,
+    packed_total: Arc<PackedTally>,
 }
 
 impl Weights {
     /// Bytes of the packed weight copies made so far (they are made on first use).
     pub fn packed_bytes(&self) -> usize {
-        self.packed_total[0].load(Ordering::Relaxed)
+        self.packed_total.packed.load(Ordering::Relaxed)
     }
 
     /// The file's bytes of the matrices packed so far (what the packed copies replace).
     pub fn packed_source_bytes(&self) -> usize {
-        self.packed_total[1].load(Ordering::Relaxed)
+        self.packed_total.source.load(Ordering::Relaxed)
     }
 
     pub fn new(file: Arc<GgufFile>, hp: HParams) -> Weights {

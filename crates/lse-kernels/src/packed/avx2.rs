@@ -255,7 +255,6 @@ unsafe fn widen(s16: __m256i) -> __m256i {
 /// # Safety
 /// As [`super::PackedMatrix::tile`]; the CPU must have AVX2 and FMA.
 pub(super) unsafe fn tile(a: &Args, kind: Kind, min: bool, scales: Scales, nx: usize) {
-    let f16s = scales == Scales::F16;
     let halves = if a.ncols > 8 { 2 } else { 1 };
     let mr = if matches!(kind, Kind::Bytes8 | Kind::Sub16 | Kind::Sub16Bytes) { MR_WIDE } else { MR };
     // Q8_0 and groups rebuilt as bytes: rows in passes of at most `MR_BOTH`, each over both
@@ -278,10 +277,10 @@ pub(super) unsafe fn tile(a: &Args, kind: Kind, min: bool, scales: Scales, nx: u
         }};
     }
     if halves == 2 && nx > 1 {
-        match (kind, min, f16s) {
+        match (kind, min, scales) {
             (Kind::Bytes8, _, _) => both_halves!(bytes8_pass),
-            (Kind::NibBytes, true, true) => both_halves!(nib_bytes_pass, true, S_F16),
-            (Kind::NibBytes, true, false) => both_halves!(nib_bytes_pass, true, S_F32),
+            (Kind::NibBytes, true, Scales::F32) => both_halves!(nib_bytes_pass, true, S_F32),
+            (Kind::NibBytes, true, _) => both_halves!(nib_bytes_pass, true, S_F16),
             (Kind::NibBytes, false, _) => both_halves!(nib_bytes_pass, false, S_F16),
             (Kind::Sub16Bytes, _, _) => both_halves!(sub16_bytes_pass),
             _ => {}
@@ -312,15 +311,15 @@ pub(super) unsafe fn tile(a: &Args, kind: Kind, min: bool, scales: Scales, nx: u
                     }
                 };
             }
-            match (kind, min, f16s) {
-                (Kind::Nibbles, true, true) => halves!(half, 0, true, S_F16; 4),
-                (Kind::Nibbles, true, false) => halves!(half, 0, true, S_K; 4),
+            match (kind, min, scales) {
+                (Kind::Nibbles, true, Scales::K) => halves!(half, 0, true, S_K; 4),
+                (Kind::Nibbles, true, _) => halves!(half, 0, true, S_F16; 4),
                 (Kind::Nibbles, false, _) => halves!(half, 0, false, S_F16; 4),
                 (Kind::Bits5, true, _) => halves!(half, 1, true, S_F16; 4),
                 (Kind::Bits5, false, _) => halves!(half, 1, false, S_F16; 4),
                 (Kind::Bytes8, _, _) => halves!(half, 2, false, S_F16; 3),
-                (Kind::NibBytes, true, true) => halves!(half, 3, true, S_F16; 4),
-                (Kind::NibBytes, true, false) => halves!(half, 3, true, S_F32; 4),
+                (Kind::NibBytes, true, Scales::F32) => halves!(half, 3, true, S_F32; 4),
+                (Kind::NibBytes, true, _) => halves!(half, 3, true, S_F16; 4),
                 (Kind::NibBytes, false, _) => halves!(half, 3, false, S_F16; 4),
                 (Kind::Sub16, _, _) => halves!(half16, true; 3),
                 (Kind::Sub16Bytes, _, _) => halves!(half16, false; 3),

@@ -114,8 +114,7 @@ pub(super) unsafe fn tile<const NIB: bool, const HB: u32, const MIN: bool, const
 #[inline(always)]
 unsafe fn scales<const S: u8>(a: &Args, b: usize, p: *const u8, i: usize) -> __m512 {
     if S == S_K {
-        let sc = _mm512_cvtepu8_epi32(_mm_loadu_si128(p.add(16 * i) as *const __m128i));
-        return _mm512_mul_ps(_mm512_loadu_ps(a.header(b).add(64 * i) as *const f32), _mm512_cvtepi32_ps(sc));
+        return k_scales16(a, b, p, i, false);
     }
     let p = p.add(i * super::scale_bytes(S));
     if S == S_F16 {
@@ -123,6 +122,16 @@ unsafe fn scales<const S: u8>(a: &Args, b: usize, p: *const u8, i: usize) -> __m
     } else {
         _mm512_loadu_ps(p as *const f32)
     }
+}
+
+/// A k-quant block's 16 scales from its bytes at `sc`: byte array `i` (Q4_K: 0 `sc`, 1 `m`;
+/// Q6_K: the two halves' `sc`, `signed`) times the header's `d` (Q4_K's mins: `−dmin`).
+#[inline(always)]
+unsafe fn k_scales16(a: &Args, b: usize, sc: *const u8, i: usize, signed: bool) -> __m512 {
+    let bytes = _mm_loadu_si128(sc.add(16 * i) as *const __m128i);
+    let v = if signed { _mm512_cvtepi8_epi32(bytes) } else { _mm512_cvtepu8_epi32(bytes) };
+    let d = a.header(b).add(if signed { 0 } else { 64 * i });
+    _mm512_mul_ps(_mm512_loadu_ps(d as *const f32), _mm512_cvtepi32_ps(v))
 }
 
 #[inline(always)]
@@ -175,10 +184,7 @@ pub(super) unsafe fn tile16<const PLANES: bool, const MR: usize>(a: &Args) {
             }
         }
         let (d0, d1) = if PLANES {
-            // packed: the header's d times the halves' signed scale bytes
-            let d = _mm512_loadu_ps(a.header(b) as *const f32);
-            let sc = |o: usize| _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(wb.add(384 + o) as *const __m128i)));
-            (_mm512_mul_ps(d, sc(0)), _mm512_mul_ps(d, sc(16)))
+            (k_scales16(a, b, wb.add(384), 0, true), k_scales16(a, b, wb.add(384), 1, true))
         } else {
             (_mm512_loadu_ps(wb.add(512) as *const f32), _mm512_loadu_ps(wb.add(576) as *const f32))
         };
