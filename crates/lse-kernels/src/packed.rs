@@ -198,6 +198,12 @@ const fn block_offset(b: usize, bb: usize, hb: usize) -> usize {
     b * bb + (b / 8 + 1) * hb
 }
 
+/// Byte offset of the header of block `b`'s run of 8 (see [`block_offset`]).
+#[inline(always)]
+const fn header_offset(b: usize, bb: usize, hb: usize) -> usize {
+    b / 8 * (8 * bb + hb)
+}
+
 /// How a tile reads a block's 16 scales (and mins).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Scales {
@@ -313,9 +319,11 @@ impl PackedMatrix {
                         });
                         blk[qb + r] = bytes[0];
                         blk[qb + 16 + r] = bytes[1];
-                        let head = &mut dst[at - b % 8 * block_bytes - header_bytes..];
-                        for (i, v) in hd.into_iter().take(header_bytes / 64).enumerate() {
-                            put(head, 64 * i + 4 * r, v.to_bits());
+                        if b % 8 == 0 {
+                            let head = &mut dst[header_offset(b, block_bytes, header_bytes)..];
+                            for (i, v) in hd.into_iter().take(header_bytes / 64).enumerate() {
+                                put(head, 64 * i + 4 * r, v.to_bits());
+                            }
                         }
                         continue;
                     }
@@ -662,12 +670,13 @@ impl Args {
     /// The header of block `b`'s run of 8 (k-quants).
     #[inline(always)]
     unsafe fn header(&self, b: usize) -> *const u8 {
-        self.wg.add(b / 8 * (8 * self.bb + self.hb))
+        self.wg.add(header_offset(b, self.bb, self.hb))
     }
-    /// Bytes a tile asks for ahead per block: the block's, and a share of the headers.
+    /// Bytes a tile asks for ahead at block `b`: the block's, and after a run's last block the
+    /// next header too, so the asks tile the group without asking for a line twice.
     #[inline(always)]
-    fn ahead_bytes(&self) -> usize {
-        self.bb + self.hb
+    fn ahead_bytes(&self, b: usize) -> usize {
+        self.bb + if b % 8 == 7 { self.hb } else { 0 }
     }
 }
 

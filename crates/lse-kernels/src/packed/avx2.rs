@@ -57,7 +57,7 @@ pub(super) unsafe fn unpack_group<const HB: usize>(a: &Args, scale_bytes: usize,
     for b in 0..a.nb {
         let (src, dst) = (a.block(b), out.add(b * ob));
         if a.prefetch {
-            super::prefetch_ahead(src, a.ahead_bytes(), a.near);
+            super::prefetch_ahead(src, a.ahead_bytes(b), a.near);
         }
         for h in 0..2 {
             for t in 0..4 {
@@ -104,7 +104,7 @@ unsafe fn k_scales8(a: &Args, b: usize, sc: *const u8, i: usize, h: usize, signe
 unsafe fn half_block(a: &Args, b: usize, h: usize) -> *const u8 {
     let wb = a.block(b).add(32 * h);
     if h == 0 && a.prefetch {
-        super::prefetch_ahead(wb, a.ahead_bytes(), a.near);
+        super::prefetch_ahead(wb, a.ahead_bytes(b), a.near);
     }
     wb
 }
@@ -140,7 +140,7 @@ unsafe fn over_blocks_both<const R: usize>(a: &Args, j0: usize, mut block: impl 
     for b in 0..a.nb {
         let wb = a.block(b);
         if a.prefetch {
-            super::prefetch_ahead(wb, a.ahead_bytes(), a.near);
+            super::prefetch_ahead(wb, a.ahead_bytes(b), a.near);
         }
         block(b, wb, &mut facc);
     }

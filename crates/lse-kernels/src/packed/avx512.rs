@@ -39,7 +39,7 @@ pub(super) unsafe fn tile<const NIB: bool, const HB: u32, const MIN: bool, const
     for b in 0..nb {
         let wb = a.block(b);
         if a.prefetch {
-            super::prefetch_ahead(wb, a.ahead_bytes(), a.near);
+            super::prefetch_ahead(wb, a.ahead_bytes(b), a.near);
         }
         let xb = a.x.add(32 * b);
         let so = k + 4 * nb + 4 * b;
@@ -161,7 +161,7 @@ pub(super) unsafe fn tile16<const PLANES: bool, const MR: usize>(a: &Args) {
     for b in 0..nb {
         let wb = a.block(b);
         if a.prefetch {
-            super::prefetch_ahead(wb, a.ahead_bytes(), a.near);
+            super::prefetch_ahead(wb, a.ahead_bytes(b), a.near);
         }
         let xb = a.x.add(32 * b);
         let so = k + 4 * nb + 8 * b;
