@@ -553,7 +553,11 @@ impl PackedMatrix {
                     }
                     let bytes = Args { wg: out, bb: ob, hb: 0, prefetch: false, ..a };
                     if !self.vnni {
-                        let kind = if self.sub16() { avx2::Kind::Sub16Bytes } else { avx2::Kind::NibBytes };
+                        let kind = match (self.sub16(), self.hb) {
+                            (true, _) => avx2::Kind::Sub16Bytes,
+                            (false, 0) => avx2::Kind::Nib4Bytes,
+                            _ => avx2::Kind::NibBytes,
+                        };
                         return avx2::tile(&bytes, kind, self.min, scales, nx);
                     }
                     for j0 in (0..nx).step_by(PMR) {

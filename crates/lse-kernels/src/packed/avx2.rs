@@ -39,9 +39,10 @@ pub(super) enum Kind {
     Bytes8,
     /// Q6_K: nibbles and two high-bit planes, two scales per block.
     Sub16,
-    /// A group of 4-bit, 5-bit or Q6_K quants unpacked to one byte per quant by [`unpack_group`]
-    /// (the Q8_0 byte order; scales at byte 512 of a block).
+    /// A group of 5-bit (`NibBytes`), 4-bit (`Nib4Bytes`) or Q6_K quants unpacked to one byte
+    /// per quant by [`unpack_group`] (the Q8_0 byte order; scales at byte 512 of a block).
     NibBytes,
+    Nib4Bytes,
     Sub16Bytes,
 }
 
@@ -279,9 +280,12 @@ pub(super) unsafe fn tile(a: &Args, kind: Kind, min: bool, scales: Scales, nx: u
     if halves == 2 && nx > 1 {
         match (kind, min, scales) {
             (Kind::Bytes8, _, _) => both_halves!(bytes8_pass),
-            (Kind::NibBytes, true, Scales::F32) => both_halves!(nib_bytes_pass, true, S_F32),
-            (Kind::NibBytes, true, _) => both_halves!(nib_bytes_pass, true, S_F16),
-            (Kind::NibBytes, false, _) => both_halves!(nib_bytes_pass, false, S_F16),
+            (Kind::NibBytes, true, Scales::F32) => both_halves!(nib_bytes_pass, true, S_F32, 4),
+            (Kind::NibBytes, true, _) => both_halves!(nib_bytes_pass, true, S_F16, 4),
+            (Kind::NibBytes, false, _) => both_halves!(nib_bytes_pass, false, S_F16, 4),
+            (Kind::Nib4Bytes, true, Scales::F32) => both_halves!(nib_bytes_pass, true, S_F32, 8),
+            (Kind::Nib4Bytes, true, _) => both_halves!(nib_bytes_pass, true, S_F16, 8),
+            (Kind::Nib4Bytes, false, _) => both_halves!(nib_bytes_pass, false, S_F16, 8),
             (Kind::Sub16Bytes, _, _) => both_halves!(sub16_bytes_pass),
             _ => {}
         }
@@ -318,9 +322,9 @@ pub(super) unsafe fn tile(a: &Args, kind: Kind, min: bool, scales: Scales, nx: u
                 (Kind::Bits5, true, _) => halves!(half, 1, true, S_F16; 4),
                 (Kind::Bits5, false, _) => halves!(half, 1, false, S_F16; 4),
                 (Kind::Bytes8, _, _) => halves!(half, 2, false, S_F16; 3),
-                (Kind::NibBytes, true, Scales::F32) => halves!(half, 3, true, S_F32; 4),
-                (Kind::NibBytes, true, _) => halves!(half, 3, true, S_F16; 4),
-                (Kind::NibBytes, false, _) => halves!(half, 3, false, S_F16; 4),
+                (Kind::NibBytes | Kind::Nib4Bytes, true, Scales::F32) => halves!(half, 3, true, S_F32; 4),
+                (Kind::NibBytes | Kind::Nib4Bytes, true, _) => halves!(half, 3, true, S_F16; 4),
+                (Kind::NibBytes | Kind::Nib4Bytes, false, _) => halves!(half, 3, false, S_F16; 4),
                 (Kind::Sub16, _, _) => halves!(half16, true; 3),
                 (Kind::Sub16Bytes, _, _) => halves!(half16, false; 3),
             }
@@ -437,9 +441,10 @@ unsafe fn bytes8_pass<const R: usize>(a: &Args, j0: usize) {
 }
 
 /// Rows `j0..j0 + R` against all 16 weight rows of an unpacked 4- or 5-bit group: [`half`]'s sums
-/// and f32 steps per half (`K` 3), with each activation broadcast once for both halves.
+/// and f32 steps per half (`K` 3), with each activation broadcast once for both halves; `C16`
+/// chunks are added in i16 before each widening (4-bit 8, 5-bit 4: the bounds in the module docs).
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn nib_bytes_pass<const MIN: bool, const S: u8, const R: usize>(a: &Args, j0: usize) {
+unsafe fn nib_bytes_pass<const MIN: bool, const S: u8, const C16: usize, const R: usize>(a: &Args, j0: usize) {
     let (nb, k, xs) = (a.nb, a.k, a.xs);
     let x0 = a.x.add(j0 * xs);
     over_blocks_both::<R>(a, j0, |b, wb, facc| {
@@ -454,11 +459,10 @@ unsafe fn nib_bytes_pass<const MIN: bool, const S: u8, const R: usize>(a: &Args,
             }
         };
         let mut ia: [[__m256i; R]; 2] = [core::array::from_fn(start), core::array::from_fn(start)];
-        // 4 chunks at a time in i16 (the 5-bit bound in the module docs); the chunk loop kept
-        // rolled, as in `bytes8_pass`
-        for t0 in [0, 4] {
+        // the chunk loop kept rolled, as in `bytes8_pass`
+        for t0 in (0..8).step_by(C16) {
             let mut s16 = [[_mm256_setzero_si256(); R]; 2];
-            for t in t0..t0 + core::hint::black_box(4) {
+            for t in t0..t0 + core::hint::black_box(C16) {
                 let v = [ld(wb.add(64 * t)), ld(wb.add(64 * t + 32))];
                 for j in 0..R {
                     let x = bx(xb.add(j * xs + 4 * t));
