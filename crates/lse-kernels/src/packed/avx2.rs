@@ -19,6 +19,11 @@
 use super::{Args, Scales, S_F16, S_F32, S_K};
 use core::arch::x86_64::*;
 
+/// Chunks of an unpacked group's bytes added in i16 before one widening (the bounds above):
+/// 4-bit quants all 8 of a block, 5-bit 4.
+const I16_CHUNKS_4BIT: usize = 8;
+const I16_CHUNKS_5BIT: usize = 4;
+
 /// Activation rows one pass keeps in registers (16 ymm: MR i16/i32 sums, MR f32 sums, the
 /// weight chunk and constants). Q8_0 needs two more registers per chunk (`q`, `|q|`) and Q6_K
 /// two integer sums per row: both measure fastest with 3.
@@ -280,12 +285,12 @@ pub(super) unsafe fn tile(a: &Args, kind: Kind, min: bool, scales: Scales, nx: u
     if halves == 2 && nx > 1 {
         match (kind, min, scales) {
             (Kind::Bytes8, _, _) => both_halves!(bytes8_pass),
-            (Kind::NibBytes, true, Scales::F32) => both_halves!(nib_bytes_pass, true, S_F32, 4),
-            (Kind::NibBytes, true, _) => both_halves!(nib_bytes_pass, true, S_F16, 4),
-            (Kind::NibBytes, false, _) => both_halves!(nib_bytes_pass, false, S_F16, 4),
-            (Kind::Nib4Bytes, true, Scales::F32) => both_halves!(nib_bytes_pass, true, S_F32, 8),
-            (Kind::Nib4Bytes, true, _) => both_halves!(nib_bytes_pass, true, S_F16, 8),
-            (Kind::Nib4Bytes, false, _) => both_halves!(nib_bytes_pass, false, S_F16, 8),
+            (Kind::NibBytes, true, Scales::F32) => both_halves!(nib_bytes_pass, true, S_F32, I16_CHUNKS_5BIT),
+            (Kind::NibBytes, true, _) => both_halves!(nib_bytes_pass, true, S_F16, I16_CHUNKS_5BIT),
+            (Kind::NibBytes, false, _) => both_halves!(nib_bytes_pass, false, S_F16, I16_CHUNKS_5BIT),
+            (Kind::Nib4Bytes, true, Scales::F32) => both_halves!(nib_bytes_pass, true, S_F32, I16_CHUNKS_4BIT),
+            (Kind::Nib4Bytes, true, _) => both_halves!(nib_bytes_pass, true, S_F16, I16_CHUNKS_4BIT),
+            (Kind::Nib4Bytes, false, _) => both_halves!(nib_bytes_pass, false, S_F16, I16_CHUNKS_4BIT),
             (Kind::Sub16Bytes, _, _) => both_halves!(sub16_bytes_pass),
             _ => {}
         }
@@ -322,9 +327,12 @@ pub(super) unsafe fn tile(a: &Args, kind: Kind, min: bool, scales: Scales, nx: u
                 (Kind::Bits5, true, _) => halves!(half, 1, true, S_F16; 4),
                 (Kind::Bits5, false, _) => halves!(half, 1, false, S_F16; 4),
                 (Kind::Bytes8, _, _) => halves!(half, 2, false, S_F16; 3),
-                (Kind::NibBytes | Kind::Nib4Bytes, true, Scales::F32) => halves!(half, 3, true, S_F32; 4),
-                (Kind::NibBytes | Kind::Nib4Bytes, true, _) => halves!(half, 3, true, S_F16; 4),
-                (Kind::NibBytes | Kind::Nib4Bytes, false, _) => halves!(half, 3, false, S_F16; 4),
+                (Kind::NibBytes, true, Scales::F32) => halves!(half, 3, true, S_F32; 4),
+                (Kind::NibBytes, true, _) => halves!(half, 3, true, S_F16; 4),
+                (Kind::NibBytes, false, _) => halves!(half, 3, false, S_F16; 4),
+                (Kind::Nib4Bytes, true, Scales::F32) => halves!(half, 4, true, S_F32; 4),
+                (Kind::Nib4Bytes, true, _) => halves!(half, 4, true, S_F16; 4),
+                (Kind::Nib4Bytes, false, _) => halves!(half, 4, false, S_F16; 4),
                 (Kind::Sub16, _, _) => halves!(half16, true; 3),
                 (Kind::Sub16Bytes, _, _) => halves!(half16, false; 3),
             }
@@ -334,7 +342,8 @@ pub(super) unsafe fn tile(a: &Args, kind: Kind, min: bool, scales: Scales, nx: u
 }
 
 /// Rows `j0..j0 + R` against weight rows `8h..8h + 8` of the group for the `H` halves `h0..`;
-/// `K`: 0 nibbles, 1 5-bit (nibbles and a plane), 2 Q8_0 bytes, 3 5-bit bytes (unpacked).
+/// `K`: 0 nibbles, 1 5-bit (nibbles and a plane), 2 Q8_0 bytes, 3 and 4 5- and 4-bit bytes
+/// (unpacked).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn half<const K: u8, const MIN: bool, const S: u8, const R: usize, const H: usize>(a: &Args, j0: usize, h0: usize) {
     let (nb, k, xs) = (a.nb, a.k, a.xs);
@@ -385,10 +394,11 @@ unsafe fn half<const K: u8, const MIN: bool, const S: u8, const R: usize, const 
                     ia[j] = _mm256_add_epi32(ia[j], widen(s[j]));
                 }
             }
-        } else if K == 3 {
-            for t0 in [0, 4] {
+        } else if K >= 3 {
+            let chunks = if K == 4 { I16_CHUNKS_4BIT } else { I16_CHUNKS_5BIT };
+            for t0 in (0..8).step_by(chunks) {
                 let mut s = [_mm256_setzero_si256(); R];
-                for t in t0..t0 + 4 {
+                for t in t0..t0 + chunks {
                     let v = ld(wb.add(64 * t));
                     for j in 0..R {
                         s[j] = _mm256_add_epi16(s[j], _mm256_maddubs_epi16(v, bx(xb.add(j * xs + 4 * t))));
@@ -441,7 +451,7 @@ unsafe fn bytes8_pass<const R: usize>(a: &Args, j0: usize) {
 }
 
 /// Rows `j0..j0 + R` against all 16 weight rows of an unpacked 4- or 5-bit group: [`half`]'s sums
-/// and f32 steps per half (`K` 3), with each activation broadcast once for both halves; `C16`
+/// and f32 steps per half (`K` 3 or 4), with each activation broadcast once for both halves; `C16`
 /// chunks are added in i16 before each widening (4-bit 8, 5-bit 4: the bounds in the module docs).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn nib_bytes_pass<const MIN: bool, const S: u8, const C16: usize, const R: usize>(a: &Args, j0: usize) {

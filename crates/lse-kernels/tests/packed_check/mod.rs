@@ -18,8 +18,10 @@ pub fn packed_matmul_matches_scalar() {
     let mut rng = Rng::new(77);
     let shapes = [(37usize, 11usize, 320usize), (16, 1, 32), (301, 67, 512), (13, 203, 96), (64, 9, 576)];
     for &t in PACKED {
-        for (case, (n, m, k)) in shapes.into_iter().chain([(24, 10, 256)]).enumerate() {
-            let extreme = case == shapes.len();
+        // extreme blocks with few rows (quants rebuilt in registers) and with more than 16 (the
+        // AVX2 tile's unpacked bytes); 24 weight rows: one group of both halves, one of one
+        for (case, (n, m, k)) in shapes.into_iter().chain([(24, 10, 256), (24, 20, 256)]).enumerate() {
+            let extreme = case >= shapes.len();
             let k = if t.block_size() == 256 { k.div_ceil(256) * 256 } else { k };
             let mut w = random_weights(&mut rng, t, n, k);
             let mut x = random_acts(&mut rng, m, k);
