@@ -82,6 +82,7 @@ impl Backend for CpuBackend {
         self.dialect
     }
 
+    #[track_caller]
     fn run(&self, n_tasks: usize, f: &(dyn Fn(usize) + Sync)) {
         self.pool.run(n_tasks, f);
     }

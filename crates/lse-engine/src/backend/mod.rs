@@ -35,7 +35,9 @@ pub trait Backend: Send + Sync {
     /// The kernel set in use, e.g. `x86_64-avx2` or `scalar`.
     fn device_arch(&self) -> String;
     fn dialect(&self) -> Dialect;
-    /// Runs `f(0..n_tasks)` on the compute threads; returns when all are done.
+    /// Runs `f(0..n_tasks)` on the compute threads; returns when all are done. (The pool's run
+    /// profile names the caller of this, not the backend.)
+    #[track_caller]
     fn run(&self, n_tasks: usize, f: &(dyn Fn(usize) + Sync));
 
     /// `y[m][n] = sum_k x[m][k] * W[n][k]`.
