@@ -1,7 +1,9 @@
 //! A long-lived thread pool for data-parallel kernels.
 //!
-//! `run(n_tasks, f)` hands out task indices `0..n_tasks` from one atomic counter to the parked
-//! workers and to the calling thread, and returns when every task has finished. Workers spin
+//! `run(n_tasks, f)` hands out task indices `0..n_tasks` to the parked workers and to the
+//! calling thread, and returns when every task has finished. Each thread starts on its own
+//! contiguous share of the indices (the caller the first) and then takes what is left of the
+//! others' (see [`work`]). Workers spin
 //! briefly after a job (consecutive matmuls follow each other closely), then yield, then park
 //! on a condvar (see [`Backoff`]);
 //! a run signals a condvar only when someone is parked on it (a decode step runs ~150 jobs; a
@@ -109,7 +111,8 @@ struct Shared {
     /// The job of the current generation (a borrowed closure, valid while `run` waits).
     job: Mutex<Option<JobPtr>>,
     n_tasks: AtomicUsize,
-    next: AtomicUsize,
+    /// The next unclaimed task of each thread's share (thread 0 is the caller).
+    next: Box<[Slot]>,
     /// Workers still inside the current job.
     busy: AtomicUsize,
     /// Workers parked (or about to park) on `wake`; counted under `lock` before parking.
@@ -123,6 +126,10 @@ struct Shared {
     done_lock: Mutex<()>,
     done: Condvar,
 }
+
+/// A counter on a cache line of its own, so that one thread's claims do not slow another's.
+#[repr(align(128))]
+struct Slot(AtomicUsize);
 
 #[derive(Clone, Copy)]
 struct JobPtr(*const Job);
@@ -154,7 +161,7 @@ impl ThreadPool {
             generation: AtomicUsize::new(0),
             job: Mutex::new(None),
             n_tasks: AtomicUsize::new(0),
-            next: AtomicUsize::new(0),
+            next: (0..threads).map(|_| Slot(AtomicUsize::new(0))).collect(),
             busy: AtomicUsize::new(0),
             sleepers: AtomicUsize::new(0),
             caller_parked: AtomicBool::new(false),
@@ -170,7 +177,7 @@ impl ThreadPool {
                 let s = Arc::clone(&shared);
                 std::thread::Builder::new()
                     .name(format!("lse-worker-{i}"))
-                    .spawn(move || worker_loop(&s))
+                    .spawn(move || worker_loop(&s, i))
                     .expect("spawn pool worker")
             })
             .collect();
@@ -221,7 +228,9 @@ impl ThreadPool {
             unsafe { std::mem::transmute::<&(dyn Fn(usize) + Sync), &'static Job>(f) };
         *s.job.lock().unwrap_or_else(|e| e.into_inner()) = Some(JobPtr(ptr));
         s.n_tasks.store(n_tasks, Ordering::Relaxed);
-        s.next.store(0, Ordering::Relaxed);
+        for (t, slot) in s.next.iter().enumerate() {
+            slot.0.store(share(t, s.next.len(), n_tasks).start, Ordering::Relaxed);
+        }
         s.panicked.store(false, Ordering::Relaxed);
         s.busy.store(self.workers.len(), Ordering::Release);
         // SeqCst pairs with the parking worker's: it counts itself in `sleepers` and then reads
@@ -235,14 +244,13 @@ impl ThreadPool {
         // The caller works too.
         let caller = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             IN_TASK.with(|t| t.set(true));
-            work(s, f);
+            work(s, f, 0);
             IN_TASK.with(|t| t.set(false));
         }));
         IN_TASK.with(|t| t.set(false));
         if caller.is_err() {
             s.panicked.store(true, Ordering::Relaxed);
-            // Let the others skip the remaining tasks.
-            s.next.store(usize::MAX / 2, Ordering::Relaxed);
+            skip_the_rest(s);
         }
         // Wait for the workers to leave the job.
         let waiting = Instant::now();
@@ -267,18 +275,38 @@ impl ThreadPool {
     }
 }
 
-fn work(s: &Shared, f: &(dyn Fn(usize) + Sync + '_)) {
-    let n = s.n_tasks.load(Ordering::Relaxed);
-    loop {
-        let i = s.next.fetch_add(1, Ordering::Relaxed);
-        if i >= n {
-            break;
+/// Thread `t`'s share of `n` tasks among `threads`.
+fn share(t: usize, threads: usize, n: usize) -> std::ops::Range<usize> {
+    t * n / threads..(t + 1) * n / threads
+}
+
+/// Runs tasks for thread `me`: its own share first, in order, then what the others have not
+/// claimed yet. A thread's tasks are then mostly neighbours, so where consecutive tasks read
+/// consecutive memory (a decode step's weight groups) its stream and its prefetches run on
+/// from one task into the next instead of restarting at every task; a slow thread's tasks
+/// still go to whoever is free. Which thread runs a task changes none of its values.
+fn work(s: &Shared, f: &(dyn Fn(usize) + Sync + '_), me: usize) {
+    let (n, threads) = (s.n_tasks.load(Ordering::Relaxed), s.next.len());
+    for u in (me..threads).chain(0..me) {
+        let end = share(u, threads, n).end;
+        loop {
+            let i = s.next[u].0.fetch_add(1, Ordering::Relaxed);
+            if i >= end {
+                break;
+            }
+            f(i);
         }
-        f(i);
     }
 }
 
-fn worker_loop(s: &Shared) {
+/// Lets every thread skip the tasks not yet claimed (after a panic).
+fn skip_the_rest(s: &Shared) {
+    for slot in s.next.iter() {
+        slot.0.store(usize::MAX / 2, Ordering::Relaxed);
+    }
+}
+
+fn worker_loop(s: &Shared, me: usize) {
     let mut seen = 0usize;
     loop {
         // Wait for a new generation: spin, yield, then park.
@@ -307,11 +335,11 @@ fn worker_loop(s: &Shared) {
             // SAFETY: `run` keeps the closure alive until `busy` drops to zero.
             let f: &Job = unsafe { &*ptr };
             IN_TASK.with(|t| t.set(true));
-            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(s, f)));
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(s, f, me)));
             IN_TASK.with(|t| t.set(false));
             if r.is_err() {
                 s.panicked.store(true, Ordering::Relaxed);
-                s.next.store(usize::MAX / 2, Ordering::Relaxed);
+                skip_the_rest(s);
             }
         }
         if s.busy.fetch_sub(1, Ordering::SeqCst) == 1 && s.caller_parked.load(Ordering::SeqCst) {

@@ -1,5 +1,6 @@
 //! The thread pool's contract: every task runs exactly once per run, whether the workers were
-//! spinning, yielding or parked when it started; nested runs run inline; a task's panic reaches
+//! spinning, yielding or parked when it started; a thread runs its own share of neighbouring
+//! tasks first; nested runs run inline; a task's panic reaches
 //! the caller and leaves the pool usable; runs from several threads are serialised; a recorded run counts at its call site.
 
 use lse_kernels::ThreadPool;
@@ -26,6 +27,27 @@ fn every_task_runs_once_back_to_back() {
             run_counted(&pool, round % 37);
         }
         run_counted(&pool, 1000);
+    }
+}
+
+/// The caller starts on the first share, in order: with 2 threads and 8 tasks of 5 ms it runs
+/// tasks 0 and 1 first (where one counter served both threads the awake worker took task 1).
+/// Only a caller held off the CPU for the 20 ms of the worker's own share could see otherwise.
+#[test]
+fn the_caller_runs_the_first_share_in_order() {
+    let pool = ThreadPool::new(2);
+    for _ in 0..3 {
+        run_counted(&pool, 8); // the worker is awake (spinning) when the run below starts
+        let caller = std::thread::current().id();
+        let order = std::sync::Mutex::new(Vec::new());
+        pool.run(8, &|i| {
+            if std::thread::current().id() == caller {
+                order.lock().unwrap().push(i);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        });
+        let order = order.into_inner().unwrap();
+        assert_eq!(&order[..2], &[0, 1], "the caller's tasks: {order:?}");
     }
 }
 
