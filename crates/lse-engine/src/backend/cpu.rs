@@ -32,19 +32,22 @@ impl CpuBackend {
     }
 }
 
-/// Splits `x` into chunks of whole `row`-element rows (about `target` elements each) and runs `f`
-/// on every chunk (with its first row index) on the pool.
+/// Splits `x` into chunks of whole `row`-element rows (at most about `target` elements each, as
+/// even as whole rows allow) and runs `f` on every chunk (with its first row index) on the pool.
 fn par_rows(pool: &ThreadPool, x: &mut [f32], row: usize, target: usize, f: &(dyn Fn(&mut [f32], usize) + Sync)) {
     if row == 0 || x.is_empty() {
         return;
     }
     let rows = x.len() / row;
-    let per = (target / row).max(1);
-    let n_tasks = rows.div_ceil(per);
+    let n_tasks = rows.div_ceil((target / row).max(1));
     if n_tasks <= 1 || pool.threads() <= 1 {
         f(x, 0);
         return;
     }
+    // even chunks: one decode row of a 4864-wide FFN was 4096 + 768 elements, the first thread's
+    // share the whole run's time
+    let per = rows.div_ceil(n_tasks);
+    let n_tasks = rows.div_ceil(per);
     // tasks touch disjoint row ranges of `x`, which outlives `run`
     let p = RowsPtr(x.as_mut_ptr());
     pool.run(n_tasks, &|t| {
