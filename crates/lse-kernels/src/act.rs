@@ -8,6 +8,12 @@ use half::f16;
 pub fn swiglu(d: Dialect, gate: &mut [f32], up: &[f32]) {
     assert_eq!(gate.len(), up.len(), "swiglu: gate and up lengths differ");
     #[cfg(target_arch = "x86_64")]
+    if d == Dialect::Simd && crate::simd::level() == crate::simd::Level::Avx512 {
+        // SAFETY: the level is only Avx512 when the CPU has AVX-512F; lengths are equal.
+        unsafe { swiglu_avx512(gate, up) };
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
     if d == Dialect::Simd && crate::reduce::avx2::available() {
         // SAFETY: the CPU has AVX2 and FMA (checked); lengths are equal.
         unsafe { swiglu_avx2(gate, up) };
@@ -46,6 +52,26 @@ unsafe fn swiglu_avx2(gate: &mut [f32], up: &[f32]) {
         let s = _mm256_div_ps(x, _mm256_add_ps(one, e));
         _mm256_storeu_ps(xg.as_mut_ptr(), _mm256_mul_ps(s, _mm256_loadu_ps(xu.as_ptr())));
         gate[i..].copy_from_slice(&xg[..n - i]);
+    }
+}
+
+/// [`swiglu_avx2`] on 16 lanes: the same operations per lane (the exponentials of `vexp` agree
+/// lane for lane), so the same bits; the tail goes through the vector path zero-padded.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn swiglu_avx512(gate: &mut [f32], up: &[f32]) {
+    use core::arch::x86_64::*;
+    let n = gate.len();
+    let (pg, pu) = (gate.as_mut_ptr(), up.as_ptr());
+    let one = _mm512_set1_ps(1.0);
+    let mut i = 0;
+    while i < n {
+        let mask: __mmask16 = if n - i >= 16 { 0xffff } else { ((1u32 << (n - i)) - 1) as u16 };
+        let x = _mm512_maskz_loadu_ps(mask, pg.add(i));
+        let e = crate::vexp::exp16(_mm512_sub_ps(_mm512_setzero_ps(), x));
+        let s = _mm512_div_ps(x, _mm512_add_ps(one, e));
+        _mm512_mask_storeu_ps(pg.add(i), mask, _mm512_mul_ps(s, _mm512_maskz_loadu_ps(mask, pu.add(i))));
+        i += 16;
     }
 }
 
@@ -154,6 +180,27 @@ mod tests {
         for i in 0..g.len() {
             let want = gelu_tanh_ggml(g[i]) * up[i];
             assert!(v[i].to_bits() == want.to_bits() || (v[i].is_nan() && want.is_nan()), "x = {:e}: {} vs {}", g[i], v[i], want);
+        }
+    }
+
+    /// Both vector paths give the same bits, tails included (lengths 1..=40 and 1003).
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx512_swiglu_is_avx2s_bit_for_bit() {
+        if !(crate::simd::avx512::available() && crate::reduce::avx2::available()) {
+            eprintln!("skipped: this CPU lacks AVX-512F");
+            return;
+        }
+        let g0: Vec<f32> = (0..1003).map(|i| (i as f32 - 500.0) * 0.173).chain([-100.0, 100.0, 0.0, -87.4, 88.5, -1e-30]).collect();
+        let up: Vec<f32> = (0..g0.len()).map(|i| 0.5 + (i % 11) as f32 * 0.37).collect();
+        for n in (1..=40).chain([g0.len()]) {
+            let (mut a, mut b) = (g0[..n].to_vec(), g0[..n].to_vec());
+            // SAFETY: both instruction sets checked above; equal lengths.
+            unsafe {
+                super::swiglu_avx2(&mut a, &up[..n]);
+                super::swiglu_avx512(&mut b, &up[..n]);
+            }
+            assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()), "length {n}");
         }
     }
 
