@@ -25,38 +25,37 @@ pub fn swiglu(d: Dialect, gate: &mut [f32], up: &[f32]) {
     }
 }
 
+/// `x / (1 + e^-x) · u` on 8 lanes, the vector exp of `vexp`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn silu_mul8(x: core::arch::x86_64::__m256, u: core::arch::x86_64::__m256) -> core::arch::x86_64::__m256 {
+    use core::arch::x86_64::*;
+    let e = crate::vexp::exp8(_mm256_sub_ps(_mm256_setzero_ps(), x));
+    _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0), e)), u)
+}
+
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn swiglu_avx2(gate: &mut [f32], up: &[f32]) {
     use core::arch::x86_64::*;
     let n = gate.len();
     let (pg, pu) = (gate.as_mut_ptr(), up.as_ptr());
-    let one = _mm256_set1_ps(1.0);
-    let zero = _mm256_setzero_ps();
     let mut i = 0;
     while i + 8 <= n {
-        let x = _mm256_loadu_ps(pg.add(i));
-        let e = crate::vexp::exp8(_mm256_sub_ps(zero, x));
-        let s = _mm256_div_ps(x, _mm256_add_ps(one, e));
-        _mm256_storeu_ps(pg.add(i), _mm256_mul_ps(s, _mm256_loadu_ps(pu.add(i))));
+        _mm256_storeu_ps(pg.add(i), silu_mul8(_mm256_loadu_ps(pg.add(i)), _mm256_loadu_ps(pu.add(i))));
         i += 8;
     }
     if i < n {
-        // the tail goes through the same vector exp (zero-padded lanes), so an element's result
-        // does not depend on where it sits in the slice (batch invariance)
-        let (mut xg, mut xu) = ([0f32; 8], [0f32; 8]);
-        xg[..n - i].copy_from_slice(&gate[i..]);
-        xu[..n - i].copy_from_slice(&up[i..]);
-        let x = _mm256_loadu_ps(xg.as_ptr());
-        let e = crate::vexp::exp8(_mm256_sub_ps(zero, x));
-        let s = _mm256_div_ps(x, _mm256_add_ps(one, e));
-        _mm256_storeu_ps(xg.as_mut_ptr(), _mm256_mul_ps(s, _mm256_loadu_ps(xu.as_ptr())));
-        gate[i..].copy_from_slice(&xg[..n - i]);
+        // the tail goes through the same vector exp (masked lanes load as zero), so an element's
+        // result does not depend on where it sits in the slice (batch invariance)
+        let m = _mm256_cmpgt_epi32(_mm256_set1_epi32((n - i) as i32), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        let y = silu_mul8(_mm256_maskload_ps(pg.add(i), m), _mm256_maskload_ps(pu.add(i), m));
+        _mm256_maskstore_ps(pg.add(i), m, y);
     }
 }
 
 /// [`swiglu_avx2`] on 16 lanes: the same operations per lane (the exponentials of `vexp` agree
-/// lane for lane), so the same bits; the tail goes through the vector path zero-padded.
+/// lane for lane), so the same bits; the tail goes through the vector path, masked lanes zero.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn swiglu_avx512(gate: &mut [f32], up: &[f32]) {
