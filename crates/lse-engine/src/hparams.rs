@@ -38,6 +38,10 @@ impl HParams {
             f.get_u64(&k(s)).map(|v| v as usize).ok_or_else(|| EngineError::Metadata(format!("missing or non-integer key {}", k(s))))
         };
         let n_layer = req("block_count")?;
+        // every block has tensors: a larger count is a corrupt file, not a model to size arrays by
+        if n_layer > f.tensors().len() {
+            return Err(EngineError::Metadata(format!("{}: {n_layer} blocks but only {} tensors in the file", k("block_count"), f.tensors().len())));
+        }
         let n_embd = req("embedding_length")?;
         let n_head_arr = per_layer(f, &k("attention.head_count"), n_layer)?
             .ok_or_else(|| EngineError::Metadata(format!("missing key {}", k("attention.head_count"))))?;
@@ -53,6 +57,12 @@ impl HParams {
             .get_f32(&k("attention.layer_norm_rms_epsilon"))
             .ok_or_else(|| EngineError::Metadata(format!("missing key {}", k("attention.layer_norm_rms_epsilon"))))?;
         let rope_base = f.get_f32(&k("rope.freq_base")).unwrap_or(10000.0);
+        if !(rope_base.is_finite() && rope_base > 0.0) {
+            return Err(EngineError::Metadata(format!("{} must be a positive number, not {rope_base}", k("rope.freq_base"))));
+        }
+        if n_rot == 0 || n_rot > head_dim_k {
+            return Err(EngineError::Metadata(format!("{} {n_rot} must be between 1 and the head size {head_dim_k}", k("rope.dimension_count"))));
+        }
         if let Some(t) = f.get_str(&k("rope.scaling.type")) {
             if t != "none" && t != "linear" && t != "yarn" {
                 return Err(EngineError::Metadata(format!("rope scaling type '{t}' is not supported")));

@@ -96,7 +96,8 @@ impl Engine {
         }
         let state = self.model.arch.new_session(capacity, self.opts.kv_dtype)?;
         let recurrent = state.extra.is_some();
-        Ok(Session { state, tokens: Vec::with_capacity(capacity), capacity, recurrent })
+        // the token list grows with the tokens, as the cache does: a capacity is a bound
+        Ok(Session { state, tokens: Vec::new(), capacity, recurrent })
     }
 
     /// Bytes one session holds per token it holds (KV rows of every attention layer in the cache

@@ -110,3 +110,26 @@ fn engine_can_be_shared_across_threads() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<Engine>();
 }
+
+/// Corrupt hyper-parameters are refused at load: a block count past the file's tensors (it once
+/// sized arrays: a 4294967295 count aborted on a 34 GB allocation), and a rope base or rotary
+/// width that would give numbers without meaning (a NaN base scored perplexity 73836 for 25.6).
+#[test]
+fn corrupt_hyperparameters_are_refused() {
+    let cases: [(&str, &str, Value, &str); 4] = [
+        ("blocks", "llama.block_count", Value::U32(u32::MAX), "block_count"),
+        ("base-nan", "llama.rope.freq_base", Value::F32(f32::NAN), "rope.freq_base"),
+        ("base-neg", "llama.rope.freq_base", Value::F32(-1.0), "rope.freq_base"),
+        ("rot0", "llama.rope.dimension_count", Value::U32(0), "rope.dimension_count"),
+    ];
+    for (tag, key, val, want) in cases {
+        let p = rewritten(tag, |kv, _| {
+            kv.retain(|(k, _)| k != key);
+            kv.push((key.to_string(), val.clone()));
+        });
+        let e = Engine::load(&p, opts()).err();
+        let _ = std::fs::remove_file(&p);
+        let e = e.unwrap_or_else(|| panic!("{key} = {val:?} loaded"));
+        assert!(matches!(e, EngineError::Metadata(_)) && e.to_string().contains(want), "{tag}: {e}");
+    }
+}

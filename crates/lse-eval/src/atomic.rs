@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 
 pub struct AtomicFile {
     target: PathBuf,
-    tmp: PathBuf,
+    /// The temporary file renamed over the target; `None` where the target is written in place
+    /// (a device, FIFO or other non-file the user named, e.g. `/dev/stdout`).
+    tmp: Option<PathBuf>,
     file: Option<File>,
 }
 
@@ -23,6 +25,15 @@ impl AtomicFile {
         if target.is_dir() {
             return Err(err("it is a directory".into()));
         }
+        if let Ok(m) = std::fs::metadata(target) {
+            if !m.is_file() {
+                // renaming over a device or FIFO would replace it with a plain file
+                let file = std::fs::OpenOptions::new().write(true).open(target).map_err(|e| err(io_reason(&e)))?;
+                return Ok(AtomicFile { target: target.to_path_buf(), tmp: None, file: Some(file) });
+            }
+        }
+        // a symlink to a file: write beside the file it names and rename over that, keeping the link
+        let target = &std::fs::canonicalize(target).unwrap_or_else(|_| target.to_path_buf());
         let name = target.file_name().ok_or_else(|| err("not a file name".into()))?;
         let dir = match target.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
@@ -36,7 +47,7 @@ impl AtomicFile {
             .create_new(true)
             .open(&tmp)
             .map_err(|e| err(io_reason(&e)))?;
-        Ok(AtomicFile { target: target.to_path_buf(), tmp, file: Some(file) })
+        Ok(AtomicFile { target: target.to_path_buf(), tmp: Some(tmp), file: Some(file) })
     }
 
     pub fn path(&self) -> &Path {
@@ -57,17 +68,20 @@ impl AtomicFile {
             f(&mut w).map_err(err)?;
             w.flush().map_err(err)?;
         }
+        let Some(tmp) = &self.tmp else { return Ok(()) };
         file.sync_all().map_err(err)?;
         drop(file);
-        std::fs::rename(&self.tmp, &self.target).map_err(err)?;
+        std::fs::rename(tmp, &self.target).map_err(err)?;
         Ok(())
     }
 }
 
 impl Drop for AtomicFile {
     fn drop(&mut self) {
-        if self.file.is_some() || self.tmp.exists() {
-            let _ = std::fs::remove_file(&self.tmp);
+        if let Some(tmp) = &self.tmp {
+            if self.file.is_some() || tmp.exists() {
+                let _ = std::fs::remove_file(tmp);
+            }
         }
     }
 }
@@ -90,6 +104,27 @@ mod tests {
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
         let e = AtomicFile::create(&dir.join("no/such/dir/x"), "output file").err().unwrap().to_string();
         assert!(e.contains("cannot write output file"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A device is written in place (renaming over it would replace it with a plain file), and
+    /// a symlink keeps linking to what it names, which gets the new bytes. The device is reached
+    /// through a link in a scratch folder, so a regression replaces the link, never the device.
+    #[cfg(unix)]
+    #[test]
+    fn devices_and_symlinks_survive() {
+        let dir = std::env::temp_dir().join(format!("lse-eval-atomic-link-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (real, link, null) = (dir.join("real.json"), dir.join("link.json"), dir.join("null"));
+        std::fs::write(&real, b"old").unwrap();
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        std::os::unix::fs::symlink("/dev/null", &null).unwrap();
+        AtomicFile::create(&link, "output file").unwrap().commit(b"new").unwrap();
+        AtomicFile::create(&null, "output file").unwrap().commit(b"x").unwrap();
+        for l in [&link, &null] {
+            assert!(std::fs::symlink_metadata(l).unwrap().file_type().is_symlink(), "{}", l.display());
+        }
+        assert_eq!(std::fs::read(&real).unwrap(), b"new");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

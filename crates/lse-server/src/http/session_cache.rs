@@ -13,7 +13,8 @@ pub struct Kept<T> {
 
 impl<T> Kept<T> {
     pub fn new(cap: usize) -> Kept<T> {
-        Kept { items: Vec::with_capacity(cap), cap }
+        // grown as items come: `--parallel` is a bound, not an allocation
+        Kept { items: Vec::new(), cap }
     }
 
     pub fn len(&self) -> usize {
