@@ -55,7 +55,8 @@ pub fn read_shards(paths: &[PathBuf]) -> Result<Vec<(PathBuf, ShardFile)>> {
     }
     let count = read[0].2.count;
     let windows = read[0].2.meta.run.windows;
-    let mut slots: Vec<Option<(PathBuf, ShardFile)>> = (0..count).map(|_| None).collect();
+    // by index, kept sparse: nothing is sized by the count a file claims
+    let mut slots: std::collections::BTreeMap<usize, (PathBuf, ShardFile)> = std::collections::BTreeMap::new();
     for (p, _, s) in read {
         let spec = ShardSpec { index: s.index, count };
         spec.check().map_err(|_| refuse(format!("shard file {} has index {} of {count}", p.display(), s.index)))?;
@@ -68,15 +69,18 @@ pub fn read_shards(paths: &[PathBuf]) -> Result<Vec<(PathBuf, ShardFile)>> {
                 s.index
             )));
         }
-        if let Some((q, _)) = &slots[s.index] {
+        if let Some((q, _)) = slots.get(&s.index) {
             return Err(refuse(format!("shard {}/{count} is given twice: {} and {}", s.index, q.display(), p.display())));
         }
-        let i = s.index;
-        slots[i] = Some((p, s));
+        slots.insert(s.index, (p, s));
     }
-    let missing: Vec<String> = slots.iter().enumerate().filter(|(_, s)| s.is_none()).map(|(i, _)| format!("{i}/{count}")).collect();
-    if !missing.is_empty() {
-        let many = missing.len() > 1;
+    let n_missing = count - slots.len();
+    if n_missing > 0 {
+        let mut missing: Vec<String> = (0..count).filter(|i| !slots.contains_key(i)).take(8).map(|i| format!("{i}/{count}")).collect();
+        if n_missing > missing.len() {
+            missing.push(format!("... ({n_missing} in all)"));
+        }
+        let many = n_missing > 1;
         return Err(refuse(format!(
             "{} {} {} missing: a merge needs all {count} shards of the plan",
             if many { "shards" } else { "shard" },
@@ -84,7 +88,7 @@ pub fn read_shards(paths: &[PathBuf]) -> Result<Vec<(PathBuf, ShardFile)>> {
             if many { "are" } else { "is" }
         )));
     }
-    Ok(slots.into_iter().flatten().collect())
+    Ok(slots.into_values().collect())
 }
 
 /// Merges the shards of `req` into the report; writes the merged KL base when the shards recorded one.

@@ -233,6 +233,19 @@ pub fn run_prepared<S: Scorer>(scorer: &S, req: &PerplexityRequest, pre: Preflig
         return Err(EvalError::InvalidOption(format!("--perplexity-kld-top-k {k_out} exceeds the vocabulary size {n_vocab}")));
     }
 
+    if let Some((spec, ..)) = &shard {
+        // more shards than windows leave some empty, and their merge would need every one of them
+        if spec.count > windows.len() {
+            return Err(EvalError::InvalidOption(format!(
+                "--perplexity-shard {}/{}: this run has only {} windows; use at most {} shards",
+                spec.index,
+                spec.count,
+                windows.len(),
+                windows.len()
+            )));
+        }
+    }
+
     // 3. Score this run's windows (a shard's share, or all).
     let (w0, w1) = shard.as_ref().map_or((0, windows.len()), |s| s.0.range(windows.len()));
     let mine = &windows[w0..w1];

@@ -269,3 +269,20 @@ fn shard_spec_syntax_and_environment() {
         }
     }
 }
+
+/// More shards than windows would leave shards empty, and merging needs every one: refused when
+/// the shard runs (a 0/99999999999 shard was once written, and its merge aborted on the count).
+#[test]
+fn more_shards_than_windows_are_refused() {
+    let d = dir("toomany");
+    let m = Mock { phase: 0.0 };
+    let req = base_req(None, None);
+    let n = shards(&m, &req, &d, "all", 1);
+    let windows = ShardFile::read(&n[0]).unwrap().1.meta.run.windows;
+    for count in [windows + 1, 99_999_999_999] {
+        let r = PerplexityRequest { shard: Some(ShardSpec { index: 0, count }), shard_out: Some(d.join("x.shard")), ..req.clone() };
+        let e = run_with(&m, &r, &mut NoProgress).err().unwrap().to_string();
+        assert!(e.contains(&format!("only {windows} windows")), "{e}");
+    }
+    std::fs::remove_dir_all(&d).unwrap();
+}

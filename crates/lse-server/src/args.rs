@@ -2,7 +2,7 @@
 
 use lse_engine::{parse_dialect, EngineOptions, GenerateRequest, KvDtype};
 use lse_eval::{Method, PerplexityRequest};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub const HELP: &str = "\
 lse-server: score text with a GGUF model the way llama.cpp's llama-perplexity does
@@ -420,6 +420,7 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
         if let Some(s) = seen.iter().find(|s| !MERGE_ALLOWED.contains(&s.as_str())) {
             return Err(format!("{s} does not apply to --perplexity-merge (the shard files carry the plan and the model's facts)"));
         }
+        check_outputs(&a)?;
         return Ok(a);
     }
     let perplexity = matches!(mode, Mode::Perplexity(_) | Mode::PerplexityTokens(_) | Mode::PerplexityPairs(_));
@@ -447,7 +448,49 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
         return Err("--model PATH is required (a .gguf file or a folder holding one)".into());
     }
     a.engine.validate().map_err(|e| e.to_string())?;
+    check_outputs(&a)?;
     Ok(a)
+}
+
+/// Refuses an output path that names one of the run's input files or another output: the report
+/// would silently replace the text, the model, a KL base or a shard being read.
+fn check_outputs(a: &Args) -> Result<(), String> {
+    let mut inputs: Vec<(&str, &Path)> = Vec::new();
+    if let Some(m) = &a.model {
+        inputs.push(("--model", m));
+    }
+    match &a.mode {
+        Some(Mode::Tokenize(p)) => inputs.push(("--tokenize", p)),
+        Some(Mode::Perplexity(p)) => inputs.push(("--perplexity", p)),
+        Some(Mode::PerplexityTokens(p)) => inputs.push(("--perplexity-tokens", p)),
+        Some(Mode::PerplexityPairs(p)) => inputs.push(("--perplexity-pairs", p)),
+        Some(Mode::PerplexityMerge(shards)) => inputs.extend(shards.iter().map(|p| ("--perplexity-merge", p.as_path()))),
+        Some(Mode::Generate(GenerateSource::File(p))) => inputs.push(("--generate-file", p)),
+        _ => {}
+    }
+    if let Some(p) = &a.request.kld_base {
+        inputs.push(("--perplexity-kld", p));
+    }
+    let outputs: Vec<(&str, &Path)> = [
+        ("--perplexity-output", &a.output),
+        ("--tokenize-output", &a.tokenize_output),
+        ("--generate-output", &a.generate_output),
+        ("--perplexity-kld-base-out", &a.request.kld_base_out),
+    ]
+    .into_iter()
+    .filter_map(|(n, p)| p.as_deref().map(|p| (n, p)))
+    .collect();
+    // paths that exist compare by what they resolve to; an output not yet there names no input
+    let same = |x: &Path, y: &Path| matches!((x.canonicalize(), y.canonicalize()), (Ok(a), Ok(b)) if a == b) || x == y;
+    for (i, (on, o)) in outputs.iter().enumerate() {
+        if let Some((n, _)) = inputs.iter().find(|(_, p)| same(p, o)) {
+            return Err(format!("{on} {} is the {n} input: choose another path", o.display()));
+        }
+        if let Some((n, _)) = outputs[i + 1..].iter().find(|(_, p)| same(p, o)) {
+            return Err(format!("{on} and {n} name the same file {}", o.display()));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -491,6 +534,21 @@ mod tests {
             .unwrap();
         let b = &a.generate.sampling.logit_bias;
         assert_eq!(b, &lse_engine::LogitBias::from([(2, f32::NEG_INFINITY), (7, 1.5), (15043, 1.0)]));
+    }
+
+    #[test]
+    fn outputs_never_name_inputs() {
+        for (cmd, want) in [
+            ("--model m --perplexity t.txt --perplexity-output t.txt", "--perplexity input"),
+            ("--model m --perplexity t --perplexity-kld b.kld --perplexity-output b.kld", "--perplexity-kld input"),
+            ("--model m --perplexity t --perplexity-kld-base-out x --perplexity-output x", "name the same file"),
+            ("--perplexity-merge s0 s1 --perplexity-output s1", "--perplexity-merge input"),
+            ("--model m.gguf --generate hi --generate-output m.gguf", "--model input"),
+        ] {
+            let e = p(cmd).unwrap_err();
+            assert!(e.contains(want), "{cmd}: {e}");
+        }
+        assert!(p("--model m --perplexity t --perplexity-kld b.kld --perplexity-output o.json").is_ok());
     }
 
     #[test]
