@@ -22,15 +22,14 @@ impl AtomicFile {
         if target.as_os_str().is_empty() {
             return Err(EvalError::Output(format!("{what}: empty path")));
         }
-        if target.is_dir() {
-            return Err(err("it is a directory".into()));
-        }
-        if let Ok(m) = std::fs::metadata(target) {
-            if !m.is_file() {
+        match std::fs::metadata(target) {
+            Ok(m) if m.is_dir() => return Err(err("it is a directory".into())),
+            Ok(m) if !m.is_file() => {
                 // renaming over a device or FIFO would replace it with a plain file
                 let file = std::fs::OpenOptions::new().write(true).open(target).map_err(|e| err(io_reason(&e)))?;
                 return Ok(AtomicFile { target: target.to_path_buf(), tmp: None, file: Some(file) });
             }
+            _ => {}
         }
         // a symlink to a file: write beside the file it names and rename over that, keeping the link
         let target = &std::fs::canonicalize(target).unwrap_or_else(|_| target.to_path_buf());
@@ -73,6 +72,14 @@ impl AtomicFile {
         drop(file);
         std::fs::rename(tmp, &self.target).map_err(err)?;
         Ok(())
+    }
+}
+
+/// Whether two paths name one file: by what they resolve to where both exist, else as written.
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => a == b,
     }
 }
 

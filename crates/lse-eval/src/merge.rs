@@ -8,7 +8,7 @@ use crate::request::{MergeRequest, ShardSpec};
 use crate::shard_file::{ShardFile, LSE_VERSION};
 use crate::summary::{finish, Outcome};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 fn refuse(m: String) -> EvalError {
     EvalError::InvalidOption(m)
@@ -136,16 +136,9 @@ pub fn merge(req: &MergeRequest) -> Result<Value> {
 
 fn check_not_a_shard(out: &Option<PathBuf>, shards: &[PathBuf]) -> Result<()> {
     if let Some(o) = out {
-        if shards.iter().any(|s| same_file(s, o)) {
+        if shards.iter().any(|s| crate::atomic::same_file(s, o)) {
             return Err(refuse(format!("--perplexity-kld-base-out {} is one of the shard files", o.display())));
         }
     }
     Ok(())
-}
-
-fn same_file(a: &Path, b: &Path) -> bool {
-    match (a.canonicalize(), b.canonicalize()) {
-        (Ok(x), Ok(y)) => x == y,
-        _ => a == b,
-    }
 }

@@ -66,7 +66,7 @@ pub fn preflight(req: &PerplexityRequest) -> Result<Preflight> {
         None => None,
     };
     if let Some(p) = &req.kld_base_out {
-        if req.kld_base.as_deref() == Some(p.as_path()) {
+        if req.kld_base.as_deref().is_some_and(|b| crate::atomic::same_file(b, p)) {
             return Err(EvalError::InvalidOption(format!(
                 "--perplexity-kld-base-out {} is also the base being compared against",
                 p.display()

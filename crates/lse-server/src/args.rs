@@ -480,8 +480,7 @@ fn check_outputs(a: &Args) -> Result<(), String> {
     .into_iter()
     .filter_map(|(n, p)| p.as_deref().map(|p| (n, p)))
     .collect();
-    // paths that exist compare by what they resolve to; an output not yet there names no input
-    let same = |x: &Path, y: &Path| matches!((x.canonicalize(), y.canonicalize()), (Ok(a), Ok(b)) if a == b) || x == y;
+    let same = lse_eval::atomic::same_file;
     for (i, (on, o)) in outputs.iter().enumerate() {
         if let Some((n, _)) = inputs.iter().find(|(_, p)| same(p, o)) {
             return Err(format!("{on} {} is the {n} input: choose another path", o.display()));
