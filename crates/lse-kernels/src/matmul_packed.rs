@@ -195,27 +195,29 @@ fn run(pool: &ThreadPool, parts: &[Part], x: &[f32], m: usize) {
             let g1 = (g0 + pl.gpt).min(pl.ng);
             let r0 = (task / pl.gtasks) * pl.m_chunk;
             let r1 = (r0 + pl.m_chunk).min(m);
-            let rpt = q.p.rows_per_tile();
-            // the tile over group g and the row pass from r
-            let tile = |g: usize, r: usize, fetch: Fetch| {
+            let rpt = if pl.stream { q.p.rows_per_tile() } else { q.p.prefill_rows_per_tile() };
+            // the tile over groups g..g + groups and the row pass from r
+            let tile = |g: usize, groups: usize, r: usize, fetch: Fetch| {
                 let (c0, nx) = (g * PNR, (r1 - r).min(rpt));
                 // SAFETY: rows r..r+nx of the part's quantized copy exist and are written;
                 // outputs (r.., c0..c0+ncols) are inside the part's y and written only by this
                 // task; the pack exists only where its kernels run.
                 unsafe {
-                    q.p.tile(q.c_first / PNR + g, qp.get().add(f.at + r * f.xrb), f.xrb, nx, q.y.get().add(r * q.n + c0), q.n, (q.n - c0).min(PNR), fetch)
+                    q.p.tile(q.c_first / PNR + g, qp.get().add(f.at + r * f.xrb), f.xrb, nx, q.y.get().add(r * q.n + c0), q.n, (q.n - c0).min(groups * PNR), fetch)
                 };
             };
             if pl.stream {
                 for g in g0..g1 {
                     for r in (r0..r1).step_by(rpt) {
-                        tile(g, r, if r == r0 { Fetch::Stream } else { Fetch::Cached });
+                        tile(g, 1, r, if r == r0 { Fetch::Stream } else { Fetch::Cached });
                     }
                 }
             } else {
+                // VNNI byte tiles take two groups at once
+                let step = if q.p.pairs() { 2 } else { 1 };
                 for r in (r0..r1).step_by(rpt) {
-                    for g in g0..g1 {
-                        tile(g, r, Fetch::Page);
+                    for g in (g0..g1).step_by(step) {
+                        tile(g, step.min(g1 - g), r, if r == r0 { Fetch::Page } else { Fetch::Cached });
                     }
                 }
             }

@@ -36,10 +36,13 @@ use lse_gguf::GgmlType;
 pub const PNR: usize = 16;
 /// Activation rows per micro-tile at most.
 pub const PMR: usize = 8;
+/// Activation rows per pass of the VNNI tile over two groups of bytes (12 integer and 12 f32
+/// sums in registers).
+const PAIR_ROWS: usize = 6;
 /// Activation rows one tile call takes where a group's quants are rebuilt as bytes once per call
-/// (AVX2 nibble formats, VNNI Q6_K; see [`PackedMatrix::rows_per_tile`]).
+/// (the nibble formats; see [`PackedMatrix::rows_per_tile`]).
 const UNPACK_ROWS: usize = 64;
-/// Passes over a group of AVX2 nibbles that rebuild the quants in registers before a tile call
+/// Passes over a group of 4- or 5-bit nibbles that rebuild the quants in registers before a tile call
 /// rebuilds them as bytes once instead (see [`PackedMatrix::unpack_above`]).
 const NIBBLE_PASSES_IN_REGISTERS: usize = 4;
 /// Weight rows packed between two `done` calls of [`PackedMatrix::new_releasing`].
@@ -446,9 +449,10 @@ impl PackedMatrix {
     }
 
     /// Activation rows the driver hands one [`PackedMatrix::tile`] call: [`PMR`], or more where
-    /// rebuilding quants from nibbles (and planes) costs as much as their multiplies (every
-    /// nibble format on AVX2; Q6_K's two planes on VNNI): the tile then rebuilds the group's bytes
-    /// once for all its passes instead of once per pass.
+    /// rebuilding quants from nibbles (and planes) takes a large share of the multiplies' ports
+    /// (every nibble format: on AVX2 it costs as much as the multiplies, and on Intel cores the
+    /// split shares the two 512-bit ports with `vpdpbusd`): the tile then rebuilds the group's
+    /// bytes once for all its passes instead of once per pass.
     pub(crate) fn rows_per_tile(&self) -> usize {
         if self.unpacks() {
             UNPACK_ROWS
@@ -459,22 +463,19 @@ impl PackedMatrix {
 
     /// Whether tiles over more rows than [`PackedMatrix::unpack_above`] rebuild a group's quants
     /// as bytes once per call ([`UNPACK_ROWS`] rows) instead of from nibbles (and planes) on every
-    /// pass: AVX2 for every nibble format, VNNI for Q6_K's two planes.
+    /// pass: every nibble format (VNNI, Intel host: Q4_K prefill tile +14 %, Q5_0 +8 %, Q4_1
+    /// +2–7 %).
     fn unpacks(&self) -> bool {
-        if self.vnni {
-            self.sub16()
-        } else {
-            self.nib
-        }
+        self.nib
     }
 
     /// Activation rows above which a tile call rebuilds the group's quants as bytes (see
-    /// [`PackedMatrix::unpacks`]): more than one pass, except for AVX2's 4- and 5-bit nibbles,
-    /// whose rebuild in registers is cheap enough that a decode step's 5–16 rows (2–4 passes) ran
-    /// 3–6 % faster without the byte copy (SmolLM2 and Qwen2.5-Coder, 8 and 16 sessions; Gemma-3
+    /// [`PackedMatrix::unpacks`]): more than one pass, except for 4- and 5-bit nibbles, whose
+    /// rebuild in registers is cheap enough that a decode step's 5–16 rows (2–4 passes) ran 3–6 %
+    /// faster without the byte copy (AVX2; SmolLM2 and Qwen2.5-Coder, 8 and 16 sessions; Gemma-3
     /// 0–3 %; steps alternated in one process).
     fn unpack_above(&self) -> usize {
-        if self.vnni || self.sub16() {
+        if self.sub16() {
             self.rows_per_pass()
         } else {
             NIBBLE_PASSES_IN_REGISTERS * self.rows_per_pass()
@@ -494,9 +495,11 @@ impl PackedMatrix {
         self.data.as_ptr() as *const u8
     }
 
-    /// The micro-tile: `nx` (≤ [`PackedMatrix::rows_per_tile`]) activation rows at `x` (Split32 rows, stride `xs`) against
-    /// group `g`; writes `ncols` (≤ 16) outputs of each row to `y + j·ldy`, asking for the group's
-    /// bytes ahead as `fetch` says.
+    /// The micro-tile: `nx` (≤ [`PackedMatrix::rows_per_tile`], or in a prefill
+    /// [`PackedMatrix::prefill_rows_per_tile`]) activation rows at `x` (Split32 rows, stride `xs`)
+    /// against group `g`, and with `ncols` > 16 group `g + 1` too (see
+    /// [`PackedMatrix::pairs`]); writes `ncols` (≤ 32) outputs of each row to `y + j·ldy`, asking
+    /// for the groups' bytes ahead as `fetch` says.
     ///
     /// # Safety
     /// `x` must hold `nx` Split32 rows of this matrix's `k`, `y` the outputs, the CPU must run
@@ -516,6 +519,11 @@ impl PackedMatrix {
     ) {
         #[cfg(target_arch = "x86_64")]
         {
+            let pair = ncols > PNR;
+            if pair && !(self.pairs() && self.bytes_tile(nx)) {
+                self.tile(g, x, xs, nx, y, ldy, PNR, fetch);
+                return self.tile(g + 1, x, xs, nx, y.add(PNR), ldy, ncols - PNR, fetch);
+            }
             let wg = self.ptr().add(g * self.group_bytes());
             let a = Args {
                 nb: self.k / 32,
@@ -527,12 +535,13 @@ impl PackedMatrix {
                 xs,
                 y,
                 ldy,
-                ncols,
+                ncols: ncols.min(PNR),
                 prefetch: fetch != Fetch::Cached,
                 near: fetch == Fetch::Stream,
             };
+            let a2 = Args { wg: wg.add(self.group_bytes()), y: y.add(PNR), ncols: ncols.saturating_sub(PNR), ..a };
             if self.unpacks() && nx > self.unpack_above() {
-                // rebuild the group's bytes once for all passes (see `rows_per_tile`)
+                // rebuild the groups' bytes once for all passes (see `rows_per_tile`)
                 // the k-quants' scales become f32 per block (the products the tiles would form)
                 let (scale_bytes, scales) = match self.scales {
                     Scales::K => (128, Scales::F32),
@@ -541,15 +550,18 @@ impl PackedMatrix {
                 let ob = 512 + scale_bytes;
                 return UNPACKED.with(|buf| {
                     let mut buf = buf.borrow_mut();
-                    let need = (a.nb * ob).div_ceil(64);
+                    let need = (1 + pair as usize) * (a.nb * ob).div_ceil(64);
                     if buf.len() < need {
                         buf.resize(need, A64([0; 64]));
                     }
                     let out = buf.as_mut_ptr() as *mut u8;
-                    match self.hb {
-                        0 => avx2::unpack_group::<0>(&a, scale_bytes, out),
-                        1 => avx2::unpack_group::<1>(&a, scale_bytes, out),
-                        _ => avx2::unpack_group::<2>(&a, scale_bytes, out),
+                    let out2 = out.add(64 * (a.nb * ob).div_ceil(64));
+                    for (from, to) in [(&a, out), (&a2, out2)].into_iter().take(1 + pair as usize) {
+                        match self.hb {
+                            0 => avx2::unpack_group::<0>(from, scale_bytes, to),
+                            1 => avx2::unpack_group::<1>(from, scale_bytes, to),
+                            _ => avx2::unpack_group::<2>(from, scale_bytes, to),
+                        }
                     }
                     let bytes = Args { wg: out, bb: ob, hb: 0, prefetch: false, ..a };
                     if !self.vnni {
@@ -560,10 +572,14 @@ impl PackedMatrix {
                         };
                         return avx2::tile(&bytes, kind, self.min, scales, nx);
                     }
-                    for j0 in (0..nx).step_by(PMR) {
-                        let pass = Args { x: x.add(j0 * xs), y: y.add(j0 * ldy), ..bytes };
-                        by_rows!((nx - j0).min(PMR), tile16::<false>, &pass);
+                    if self.sub16() {
+                        for j0 in (0..nx).step_by(PMR) {
+                            let pass = Args { x: x.add(j0 * xs), y: y.add(j0 * ldy), ..bytes };
+                            by_rows!((nx - j0).min(PMR), tile16::<false>, &pass);
+                        }
+                        return;
                     }
+                    self.bytes_passes(&bytes, pair.then_some(&Args { wg: out2, y: y.add(PNR), ncols: a2.ncols, ..bytes }), scales, nx);
                 });
             }
             if !self.vnni {
@@ -575,22 +591,84 @@ impl PackedMatrix {
                 };
                 return avx2::tile(&a, kind, self.min, self.scales, nx);
             }
-            if self.sub16() {
-                return by_rows!(nx, tile16::<true>, &a);
+            if !self.nib {
+                return self.bytes_passes(&a, pair.then_some(&a2), self.scales, nx);
             }
-            match (self.nib, self.hb, self.min, self.scales == Scales::K) {
-                (true, 0, true, false) => by_rows!(nx, tile::<true, 0, true, S_F16>, &a),
-                (true, 0, true, true) => by_rows!(nx, tile::<true, 0, true, S_K>, &a),
-                (true, 0, false, _) => by_rows!(nx, tile::<true, 0, false, S_F16>, &a),
-                (true, _, true, _) => by_rows!(nx, tile::<true, 1, true, S_F16>, &a),
-                (true, _, false, _) => by_rows!(nx, tile::<true, 1, false, S_F16>, &a),
-                (false, _, _, _) => by_rows!(nx, tile::<false, 0, false, S_F16>, &a),
+            // passes of PMR rows; the group's bytes are in cache after the first
+            for j0 in (0..nx).step_by(PMR) {
+                let a = &Args { x: x.add(j0 * xs), y: y.add(j0 * ldy), prefetch: a.prefetch && j0 == 0, ..a };
+                let r = (nx - j0).min(PMR);
+                if self.sub16() {
+                    by_rows!(r, tile16::<true>, a);
+                    continue;
+                }
+                match (self.hb, self.min, self.scales == Scales::K) {
+                    (0, true, false) => by_rows!(r, tile::<true, 0, true, S_F16>, a),
+                    (0, true, true) => by_rows!(r, tile::<true, 0, true, S_K>, a),
+                    (0, false, _) => by_rows!(r, tile::<true, 0, false, S_F16>, a),
+                    (_, true, _) => by_rows!(r, tile::<true, 1, true, S_F16>, a),
+                    (_, false, _) => by_rows!(r, tile::<true, 1, false, S_F16>, a),
+                }
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
             let _ = (g, x, xs, nx, y, ldy, ncols);
             unreachable!("packed kernels are x86_64 only");
+        }
+    }
+
+    /// Whether two groups side by side run as one VNNI tile where the quants are bytes
+    /// ([`PackedMatrix::bytes_tile`]): every format but Q6_K (two sub-block scales).
+    pub(crate) fn pairs(&self) -> bool {
+        self.vnni && !self.sub16()
+    }
+
+    /// Whether a tile over `nx` rows reads one byte per quant: Q8_0, or a nibble group rebuilt
+    /// as bytes (see [`PackedMatrix::unpack_above`]).
+    fn bytes_tile(&self, nx: usize) -> bool {
+        !self.nib || nx > self.unpack_above()
+    }
+
+    /// Activation rows the driver hands one tile call in a prefill (many rows, each task's
+    /// groups reread from L2 pass after pass): VNNI tiles over two groups run several passes
+    /// of [`PAIR_ROWS`] a call.
+    pub(crate) fn prefill_rows_per_tile(&self) -> usize {
+        match (self.pairs(), self.nib) {
+            (true, true) => UNPACK_ROWS,
+            // Q8_0: 4 passes (Gemma-3's LM-head shape 32768 × 640 × 128 ran 20–30 % slower
+            // with 64 rows a call: their activations no longer stay in L1 beside the two groups)
+            (true, false) => 4 * PAIR_ROWS,
+            _ => self.rows_per_tile(),
+        }
+    }
+
+    /// VNNI passes over a group (`a`) or two (`a2`) of one byte per quant (Q8_0, or rebuilt
+    /// bytes whose scales read as `scales`): at most [`PMR`] rows a pass for one group,
+    /// [`PAIR_ROWS`] for two; later passes find the bytes in cache.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn bytes_passes(&self, a: &Args, a2: Option<&Args>, scales: Scales, nx: usize) {
+        // passes of even size (8 rows as 4 + 4, not 6 + 2: short passes are latency bound)
+        let passes = nx.div_ceil(if a2.is_some() { PAIR_ROWS } else { PMR });
+        for i in 0..passes {
+            let (j0, r) = (i * nx / passes, (i + 1) * nx / passes - i * nx / passes);
+            let pass = |a: &Args| Args { x: a.x.add(j0 * a.xs), y: a.y.add(j0 * a.ldy), prefetch: a.prefetch && j0 == 0, ..*a };
+            let p = pass(a);
+            match a2 {
+                Some(a2) => {
+                    let p2 = pass(a2);
+                    match (self.min, scales) {
+                        (true, Scales::F32) => by_pair_rows!(r, pair::<true, S_F32>, &p, &p2),
+                        (true, _) => by_pair_rows!(r, pair::<true, S_F16>, &p, &p2),
+                        (false, _) => by_pair_rows!(r, pair::<false, S_F16>, &p, &p2),
+                    }
+                }
+                None => match (self.min, scales) {
+                    (true, Scales::F32) => by_rows!(r, tile::<false, 0, true, S_F32>, &p),
+                    (true, _) => by_rows!(r, tile::<false, 0, true, S_F16>, &p),
+                    (false, _) => by_rows!(r, tile::<false, 0, false, S_F16>, &p),
+                },
+            }
         }
     }
 }
@@ -638,9 +716,25 @@ macro_rules! by_rows {
 }
 use by_rows;
 
+/// `avx512::$f::<$g.., nx>($a, $a2)` for a row count `nx` in 1..=PAIR_ROWS.
+#[cfg(target_arch = "x86_64")]
+macro_rules! by_pair_rows {
+    ($nx:expr, $f:ident :: <$($g:tt),*>, $a:expr, $a2:expr) => {
+        match $nx {
+            1 => avx512::$f::<$($g,)* 1>($a, $a2),
+            2 => avx512::$f::<$($g,)* 2>($a, $a2),
+            3 => avx512::$f::<$($g,)* 3>($a, $a2),
+            4 => avx512::$f::<$($g,)* 4>($a, $a2),
+            5 => avx512::$f::<$($g,)* 5>($a, $a2),
+            _ => avx512::$f::<$($g,)* 6>($a, $a2),
+        }
+    };
+}
+use by_pair_rows;
+
 #[cfg(target_arch = "x86_64")]
 thread_local! {
-    /// One group of 5-bit or Q6_K quants rebuilt to bytes for the AVX2 tile.
+    /// One group of nibble quants rebuilt to bytes for the tiles.
     static UNPACKED: std::cell::RefCell<Vec<A64>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
@@ -688,9 +782,10 @@ impl Args {
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Fetch {
     /// Nothing: a later row pass over a group its first pass brought into cache (16 decoding
-    /// sessions, against asking into L2 again: steps 0.3–4 % shorter, alternated in one process).
+    /// sessions, against asking into L2 again: steps 0.3–4 % shorter, alternated in one process;
+    /// a prefill task's later passes over its L2-sized range: VNNI tiles 3–9 % faster).
     Cached,
-    /// Into L2 a page ahead (see [`prefetch_ahead`]): a prefill's pass, rereading from L2 later.
+    /// Into L2 a page ahead (see [`prefetch_ahead`]): a prefill task's first pass over its range.
     Page,
     /// Into L2 and, shortly before use, L1: a decode step's first pass, the group's one read.
     Stream,
