@@ -5,6 +5,9 @@
 //! minute to minute, and a share of one peak measured at the start moved with it (55–80 % for the
 //! same binary within an hour). `LSE_BENCH_TYPES` (e.g. `q6_k,q8_0`) runs only those types' shapes;
 //! `LSE_BENCH_SHAPES` (e.g. `q6_k:640x512x512,q4_k:896x4864x512`, type:NxKxM) replaces the list.
+//! Each tile is also held against its format's step alone (`roofline::step_gflops`): the
+//! operations per block its format cannot avoid (multiplies, widenings, llama.cpp's f32 step per
+//! 32-element block), on L1 bytes in the tile's best register shape, measured in the same round.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -27,15 +30,6 @@ fn main() {
     };
     let rounds: usize = std::env::var("LSE_BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(5).max(1);
     println!("int8 roofline ({}): {:.0} GFLOP/s", lse_kernels::simd::level().name(), peak());
-    if let (lse_kernels::simd::Level::Avx512, Some(g)) = (lse_kernels::simd::level(), roofline::vnni_block_gflops()) {
-        println!("VNNI 32-element block step alone (8 dpbusd + cvt, mul, fma): {g:.0} GFLOP/s");
-    }
-    if let (lse_kernels::simd::Level::Avx512, Some(g)) = (lse_kernels::simd::level(), roofline::vnni_q4_1_step_gflops()) {
-        println!("VNNI Q4_1 step alone (8 rows: unpack, 8 dpbusd, f16 scales and mins, cvt, mul, 2 fma): {g:.0} GFLOP/s");
-    }
-    if lse_kernels::simd::level() == lse_kernels::simd::Level::Avx2 {
-        println!("AVX2 Q8_0 x Q8_0 step alone (broadcast, sign, maddubs, madd, add): {:.0} GFLOP/s", roofline::avx2_q8_gflops());
-    }
     // `LSE_BENCH_TYPES=q6_k,q8_0` runs only those types' shapes
     let only: Option<Vec<String>> = std::env::var("LSE_BENCH_TYPES").ok().map(|v| v.split(',').map(|s| s.trim().to_ascii_lowercase()).collect());
     let pool = ThreadPool::new(1);
@@ -71,22 +65,28 @@ fn main() {
             flops / best / 1e9
         };
         let a = time(&mut || matmul(Dialect::Simd, &pool, t, &w, n, k, &x, m, &mut y));
-        let mut shares: Vec<(f64, f64)> = (0..rounds)
+        // per round: (share of the peak, GFLOP/s, share of the format's step, the step)
+        let mut shares: Vec<(f64, f64, f64, f64)> = (0..rounds)
             .map(|_| {
                 let roof = peak();
+                let step = roofline::step_gflops(roofline::Step::of(t));
                 let b = time(&mut || matmul_packed(&pool, &p, &x, m, &mut y));
-                (b / roof, b)
+                (b / roof, b, b / step, step)
             })
             .collect();
         shares.sort_by(|u, v| u.0.total_cmp(&v.0));
         let (mid, best) = (shares[rounds / 2], shares[rounds - 1]);
+        shares.sort_by(|u, v| u.2.total_cmp(&v.2));
+        let smid = shares[rounds / 2];
         println!(
             "{:5} n={n} k={k} m={m}: row kernels {a:.0} GFLOP/s, packed {:.0} GFLOP/s = {:.0} % of the roofline \
-             (median of {rounds} interleaved rounds; best {:.0} %)",
+             (median of {rounds} interleaved rounds; best {:.0} %), {:.0} % of its format's step alone ({:.0} GFLOP/s)",
             t.name(),
             mid.1,
             100.0 * mid.0,
-            100.0 * best.0
+            100.0 * best.0,
+            100.0 * smid.2,
+            smid.3
         );
     }
 }

@@ -1,7 +1,10 @@
 //! The int8 dot-product peak of one core, the ceiling the packed kernels are held against:
 //! independent multiply-accumulate chains on L1-resident bytes, nothing else in the loop.
 //! AVX2: `vpmaddubsw` + `vpmaddwd` (by ones) + `vpaddd` per 32 byte products;
-//! AVX-512 VNNI: one `vpdpbusd` per 64.
+//! AVX-512 VNNI: one `vpdpbusd` per 64. And each format's own ceiling ([`step_gflops`]): the
+//! operations its tile cannot avoid per block, llama.cpp's f32 step per 32-element block included.
+
+#![allow(clippy::needless_range_loop)] // register tiles index several parallel arrays
 
 use core::arch::x86_64::*;
 use std::hint::black_box;
@@ -87,130 +90,203 @@ unsafe fn vnni_loop(buf: &[u8], reps: usize) -> i32 {
     _mm512_reduce_add_epi32(t)
 }
 
-/// GFLOP/s of the AVX2 Q8_0 × Q8_0 step alone (no loads of weights, no scales): a broadcast
-/// 4-byte activation load, `vpsignb`, `vpmaddubsw`, `vpmaddwd`, `vpaddd` per 32 products — the
-/// ceiling of any exact 8-bit × 8-bit dot on AVX2 (a pair sum of two 8-bit products needs the
-/// full i16 range, so each `vpmaddubsw` needs its own widening).
-pub fn avx2_q8_gflops() -> f64 {
-    let buf: Vec<u8> = (0..BYTES + 64).map(|i| (i * 37 % 251) as u8).collect();
-    let reps = 20_000;
-    best_of(5, 2.0 * (reps * BYTES * 32) as f64, || unsafe { avx2_q8_loop(&buf, reps) })
+/// The f32 step a block format needs per 32-element block, output column and activation row
+/// (llama.cpp's arithmetic, which the tiles keep): `No` min: convert, scale (`d·dx`), FMA; `Min`:
+/// and the min's FMA; `Sub16` (Q6_K): two 16-element sums, two converts, a multiply and two FMAs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Epilogue {
+    No,
+    Min,
+    Sub16,
 }
 
-/// Every 4 bytes read are broadcast against 4 weight registers: 4 × 32 byte products, 32 per byte.
-#[target_feature(enable = "avx2")]
-unsafe fn avx2_q8_loop(buf: &[u8], reps: usize) -> i32 {
-    let p = buf.as_ptr();
-    let ones = _mm256_set1_epi16(1);
-    let w: [__m256i; 4] = core::array::from_fn(|i| _mm256_set1_epi8(if i % 2 == 0 { 3 + i as i8 } else { -5 - i as i8 }));
-    let aw: [__m256i; 4] = core::array::from_fn(|i| _mm256_abs_epi8(w[i]));
-    let mut acc = [_mm256_setzero_si256(); 4];
-    for _ in 0..reps {
-        let p = black_box(p);
-        for o in (0..BYTES).step_by(4) {
-            let x = _mm256_set1_epi32((p.add(o) as *const i32).read_unaligned());
-            for i in 0..4 {
-                let s = _mm256_maddubs_epi16(aw[i], _mm256_sign_epi8(x, w[i]));
-                acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(s, ones));
-            }
+/// A format's step alone: its tile's unavoidable operations per block on L1 bytes, nothing else
+/// (no nibble split: prefill tiles read one byte per quant).
+#[derive(Clone, Copy)]
+pub struct Step {
+    pub epilogue: Epilogue,
+    /// AVX2: chunks of `vpmaddubsw` pair sums added in i16 before one `vpmaddwd` (4-bit 8, 5-bit
+    /// 4, Q6_K 2); 0: Q8_0, `|q|` against `sign(x, q)` and a widening per chunk.
+    pub i16_chunks: usize,
+}
+
+impl Step {
+    /// The step of the packed tiles for `t`.
+    pub fn of(t: lse_kernels::GgmlType) -> Step {
+        use lse_kernels::GgmlType as G;
+        let epilogue = match t {
+            G::Q4_1 | G::Q5_1 | G::Q4_K => Epilogue::Min,
+            G::Q6_K => Epilogue::Sub16,
+            _ => Epilogue::No,
+        };
+        let i16_chunks = match t {
+            G::Q4_0 | G::Q4_1 | G::Q4_K => 8,
+            G::Q5_0 | G::Q5_1 => 4,
+            G::Q6_K => 2,
+            _ => 0,
+        };
+        Step { epilogue, i16_chunks }
+    }
+}
+
+/// GFLOP/s of `step` on this machine's tile (VNNI, else AVX2), best of 5, over the register
+/// shapes a tile can take (VNNI: 1 group × 8 rows or 2 groups × 6; AVX2: 2–4 rows over both
+/// 8-column halves): the ceiling of that format's tile, as the int8 peak is of any.
+pub fn step_gflops(step: Step) -> f64 {
+    let w: Vec<u8> = (0..2 * NB * 512).map(|i| (i * 37 % 251) as u8).collect();
+    let x: Vec<u8> = (0..8 * NB * 32).map(|i| (i * 13 % 127) as u8).collect();
+    // scales: normal floats (a subnormal operand costs Golden Cove a microcode assist)
+    let f: Vec<f32> = (0..2 * 8 * NB * 16 + 64).map(|i| 0.5 + (i % 7) as f32 / 64.0).collect();
+    let reps = 4000;
+    let run = |g: usize, r: usize, go: &dyn Fn() -> f32| best_of(5, 2.0 * (reps * NB * 32 * 16 * g * r) as f64, || go() as i32);
+    let (w, x, f) = (&w, &x, &f);
+    if is_x86_feature_detected!("avx512vnni") && lse_kernels::simd::level() == lse_kernels::simd::Level::Avx512 {
+        macro_rules! vnni {
+            ($g:literal, $r:literal) => {
+                run($g, $r, &|| unsafe {
+                    match step.epilogue {
+                        Epilogue::No => vnni_step::<$g, $r, 0>(w, x, f, reps),
+                        Epilogue::Min => vnni_step::<$g, $r, 1>(w, x, f, reps),
+                        Epilogue::Sub16 => vnni_step::<$g, $r, 2>(w, x, f, reps),
+                    }
+                })
+            };
+        }
+        vnni!(1, 8).max(vnni!(2, 6))
+    } else {
+        macro_rules! avx2 {
+            ($r:literal) => {
+                run(1, $r, &|| unsafe {
+                    match (step.epilogue, step.i16_chunks) {
+                        (_, 0) => avx2_step::<$r, 0, 1>(w, x, f, reps),
+                        (Epilogue::Sub16, _) => avx2_step::<$r, 2, 2>(w, x, f, reps),
+                        (Epilogue::Min, 8) => avx2_step::<$r, 8, 1>(w, x, f, reps),
+                        (Epilogue::Min, _) => avx2_step::<$r, 4, 1>(w, x, f, reps),
+                        (_, 8) => avx2_step::<$r, 8, 0>(w, x, f, reps),
+                        _ => avx2_step::<$r, 4, 0>(w, x, f, reps),
+                    }
+                })
+            };
+        }
+        avx2!(2).max(avx2!(3)).max(avx2!(4))
+    }
+}
+
+/// Blocks per pass of a step loop (k = 640: a group's bytes stay in L1).
+const NB: usize = 20;
+
+/// `f`'s f32 step of one block for sums `ia` (`E`: 0 no min, 1 min, 2 two 16-element sums `ia`,
+/// `ib`), 16 columns: the VNNI tile's operations and order.
+#[inline(always)]
+unsafe fn vnni_epilogue<const E: u8>(ia: __m512i, ib: __m512i, f: *const f32, acc: __m512) -> __m512 {
+    let (d, dx) = (_mm512_loadu_ps(f), _mm512_set1_ps(*f.add(16)));
+    match E {
+        0 => _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), _mm512_mul_ps(d, dx), acc),
+        1 => _mm512_fmadd_ps(_mm512_loadu_ps(f.add(32)), _mm512_set1_ps(*f.add(17)), _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), _mm512_mul_ps(d, dx), acc)),
+        _ => {
+            let s = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), d, _mm512_mul_ps(_mm512_cvtepi32_ps(ib), _mm512_loadu_ps(f.add(32))));
+            _mm512_fmadd_ps(s, dx, acc)
         }
     }
-    let t = _mm256_add_epi32(_mm256_add_epi32(acc[0], acc[1]), _mm256_add_epi32(acc[2], acc[3]));
-    _mm256_extract_epi32::<0>(t)
 }
 
-/// GFLOP/s of the VNNI block step alone: per 32-element block and activation row, the 8
-/// `vpdpbusd` of 16 weight rows and the f32 epilogue every llama.cpp block format needs (convert
-/// the i32 sums, scale by weight × activation scale, accumulate: `vcvtdq2ps`, `vmulps`, `vfmadd`),
-/// on registers and L1 bytes only — the ceiling of a 32-element-block kernel (`None` without VNNI).
-/// [`BLOCK_ROWS`] rows, as the tiles take at most: with 4, each row's chain of 8 dependent
-/// `vpdpbusd` bounds the loop by their latency on Golden Cove (Emerald Rapids host: 4 rows 299,
-/// 8 rows 342 GFLOP/s with scales read from the bytes; 8 rows and normal scales 489–502).
-pub fn vnni_block_gflops() -> Option<f64> {
-    if !(is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vnni")) {
-        return None;
-    }
-    let buf: Vec<u8> = (0..BYTES + 256).map(|i| (i * 37 % 251) as u8).collect();
-    let reps = 20_000;
-    // activation scales: normal floats (the bytes read as f32 include subnormals, and a
-    // subnormal operand costs Golden Cove a microcode assist)
-    let dx: Vec<f32> = (0..BYTES / 32 + BLOCK_ROWS).map(|i| 0.5 + (i % 7) as f32 / 64.0).collect();
-    // per 32 bytes read: BLOCK_ROWS rows × 8 dpbusd × 64 products
-    Some(best_of(5, 2.0 * (reps * BYTES / 32 * BLOCK_ROWS * 8 * 64) as f64, || unsafe { vnni_block_loop(&buf, &dx, reps) }))
-}
-
-/// Activation rows of the block step.
-const BLOCK_ROWS: usize = 8;
-
-#[target_feature(enable = "avx512f,avx512vnni")]
-unsafe fn vnni_block_loop(buf: &[u8], dx: &[f32], reps: usize) -> i32 {
-    let p = buf.as_ptr();
-    let w: [__m512i; 8] = core::array::from_fn(|i| _mm512_set1_epi8(1 + i as i8));
-    let dw = _mm512_set1_ps(0.5);
-    let mut facc = [_mm512_setzero_ps(); BLOCK_ROWS];
-    for _ in 0..reps {
-        let p = black_box(p);
-        for o in (0..BYTES).step_by(32) {
-            for (j, f) in facc.iter_mut().enumerate() {
-                let mut ia = _mm512_setzero_si512();
-                for (t, wt) in w.iter().enumerate() {
-                    ia = _mm512_dpbusd_epi32(ia, *wt, _mm512_set1_epi32((p.add(o + 32 * j + 4 * t) as *const i32).read_unaligned()));
-                }
-                let d = _mm512_set1_ps(*dx.get_unchecked(o / 32 + j));
-                *f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), _mm512_mul_ps(dw, d), *f);
-            }
-        }
-    }
-    let t = facc.iter().fold(_mm512_setzero_ps(), |t, f| _mm512_add_ps(t, *f));
-    _mm512_reduce_add_ps(t) as i32
-}
-
-/// GFLOP/s of a whole Q4_1 block step of [`BLOCK_ROWS`] rows alone, the ceiling of that tile's
-/// formulation: per 32-element block, the nibbles loaded and split (`vpand`, `vpsrlw`), 8
-/// `vpdpbusd` per row, the f16 scales and mins converted, and per row the convert, scale, FMA
-/// and the min's FMA; L1 bytes only (`None` without VNNI).
-pub fn vnni_q4_1_step_gflops() -> Option<f64> {
-    if !(is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vnni")) {
-        return None;
-    }
-    let nb = BYTES / 256;
-    let w: Vec<u8> = (0..BYTES).map(|i| (i * 37 % 251) as u8).collect();
-    let x: Vec<u8> = (0..BLOCK_ROWS * 32 * nb).map(|i| (i * 13 % 127) as u8).collect();
-    let scales: Vec<u16> = (0..32 * nb).map(|i| half::f16::from_f32(0.01 + (i % 5) as f32 / 1000.0).to_bits()).collect();
-    let act: Vec<f32> = (0..2 * BLOCK_ROWS * nb).map(|i| 0.5 + (i % 7) as f32 / 64.0).collect();
-    let reps = 40_000;
-    Some(best_of(5, 2.0 * (reps * nb * BLOCK_ROWS * 8 * 64) as f64, || unsafe { vnni_q4_1_loop(&w, &x, &scales, &act, reps) }))
-}
-
+/// `G` groups × `R` rows of `NB` blocks (8 `vpdpbusd` each, Q6_K as two sums of 4) per pass.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-unsafe fn vnni_q4_1_loop(w: &[u8], x: &[u8], scales: &[u16], act: &[f32], reps: usize) -> i32 {
-    let (nb, m0f) = (BYTES / 256, _mm512_set1_epi8(0x0f));
-    let mut facc = [_mm512_setzero_ps(); BLOCK_ROWS];
+unsafe fn vnni_step<const G: usize, const R: usize, const E: u8>(w: &[u8], x: &[u8], f: &[f32], reps: usize) -> f32 {
+    let (w, x, f) = (black_box(w.as_ptr()), x.as_ptr(), f.as_ptr());
+    let mut facc = [[_mm512_setzero_ps(); R]; G];
     for _ in 0..reps {
-        let wp = black_box(w.as_ptr());
-        for b in 0..nb {
-            let xb = x.as_ptr().add(BLOCK_ROWS * 32 * b);
-            let mut ia = [_mm512_setzero_si512(); BLOCK_ROWS];
-            for t in 0..4 {
-                let v = _mm512_loadu_si512(wp.add(256 * b + 64 * t) as *const _);
-                let lo = _mm512_and_si512(v, m0f);
-                let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(v), m0f);
-                for (j, a) in ia.iter_mut().enumerate() {
-                    *a = _mm512_dpbusd_epi32(*a, lo, _mm512_set1_epi32((xb.add(32 * j + 4 * t) as *const i32).read_unaligned()));
-                }
-                for (j, a) in ia.iter_mut().enumerate() {
-                    *a = _mm512_dpbusd_epi32(*a, hi, _mm512_set1_epi32((xb.add(32 * j + 16 + 4 * t) as *const i32).read_unaligned()));
+        for b in 0..NB {
+            let mut ia = [[_mm512_setzero_si512(); R]; G];
+            let mut ib = [[_mm512_setzero_si512(); R]; G];
+            for t in 0..8 {
+                let v: [__m512i; G] = core::array::from_fn(|g| _mm512_loadu_si512(w.add((g * NB + b) * 512 + 64 * t) as *const _));
+                for j in 0..R {
+                    let xj = _mm512_set1_epi32((x.add((j * NB + b) * 32 + 4 * t) as *const i32).read_unaligned());
+                    for g in 0..G {
+                        if E == 2 && t >= 4 {
+                            ib[g][j] = _mm512_dpbusd_epi32(ib[g][j], v[g], xj);
+                        } else {
+                            ia[g][j] = _mm512_dpbusd_epi32(ia[g][j], v[g], xj);
+                        }
+                    }
                 }
             }
-            let dw = _mm512_cvtph_ps(_mm256_loadu_si256(scales.as_ptr().add(32 * b) as *const _));
-            let mw = _mm512_cvtph_ps(_mm256_loadu_si256(scales.as_ptr().add(32 * b + 16) as *const _));
-            for (j, f) in facc.iter_mut().enumerate() {
-                let (dx, sx) = (act[2 * (BLOCK_ROWS * b + j)], act[2 * (BLOCK_ROWS * b + j) + 1]);
-                *f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[j]), _mm512_mul_ps(dw, _mm512_set1_ps(dx)), *f);
-                *f = _mm512_fmadd_ps(mw, _mm512_set1_ps(sx), *f);
+            for g in 0..G {
+                for j in 0..R {
+                    facc[g][j] = vnni_epilogue::<E>(ia[g][j], ib[g][j], f.add(((g * 8 + j) * NB + b) * 16), facc[g][j]);
+                }
             }
         }
     }
-    let t = facc.iter().fold(_mm512_setzero_ps(), |t, f| _mm512_add_ps(t, *f));
-    _mm512_reduce_add_ps(t) as i32
+    let t = facc.iter().flatten().fold(_mm512_setzero_ps(), |t, a| _mm512_add_ps(t, *a));
+    _mm512_reduce_add_ps(t)
+}
+
+/// The AVX2 tile's step: `R` rows × both 8-column halves of `NB` blocks per pass, `C` chunks of
+/// pair sums in i16 per widening (0: Q8_0's sign and widening per chunk), `E` as
+/// [`vnni_epilogue`].
+#[target_feature(enable = "avx2,fma")]
+unsafe fn avx2_step<const R: usize, const C: usize, const E: u8>(w: &[u8], x: &[u8], f: &[f32], reps: usize) -> f32 {
+    let (w, x, f) = (black_box(w.as_ptr()), x.as_ptr(), f.as_ptr());
+    let ones = _mm256_set1_epi16(1);
+    let mut facc = [[_mm256_setzero_ps(); R]; 2];
+    for _ in 0..reps {
+        for b in 0..NB {
+            let wb = w.add(b * 512);
+            let mut ia = [[_mm256_setzero_si256(); R]; 2];
+            let mut ib = [[_mm256_setzero_si256(); R]; 2];
+            let bx = |j: usize, t: usize| _mm256_set1_epi32((x.add((j * NB + b) * 32 + 4 * t) as *const i32).read_unaligned());
+            if C == 0 {
+                for t in 0..8 {
+                    let q = [_mm256_loadu_si256(wb.add(64 * t) as *const _), _mm256_loadu_si256(wb.add(64 * t + 32) as *const _)];
+                    let aq = [_mm256_abs_epi8(q[0]), _mm256_abs_epi8(q[1])];
+                    for j in 0..R {
+                        let xj = bx(j, t);
+                        for h in 0..2 {
+                            let p = _mm256_maddubs_epi16(aq[h], _mm256_sign_epi8(xj, q[h]));
+                            ia[h][j] = _mm256_add_epi32(ia[h][j], _mm256_madd_epi16(p, ones));
+                        }
+                    }
+                }
+            } else {
+                for t0 in (0..8).step_by(C) {
+                    let mut s = [[_mm256_setzero_si256(); R]; 2];
+                    for t in t0..t0 + C {
+                        let u = [_mm256_loadu_si256(wb.add(64 * t) as *const _), _mm256_loadu_si256(wb.add(64 * t + 32) as *const _)];
+                        for j in 0..R {
+                            let xj = bx(j, t);
+                            for h in 0..2 {
+                                s[h][j] = _mm256_add_epi16(s[h][j], _mm256_maddubs_epi16(u[h], xj));
+                            }
+                        }
+                    }
+                    for h in 0..2 {
+                        for j in 0..R {
+                            let acc = if E == 2 && t0 >= 4 { &mut ib[h][j] } else { &mut ia[h][j] };
+                            *acc = _mm256_add_epi32(*acc, _mm256_madd_epi16(s[h][j], ones));
+                        }
+                    }
+                }
+            }
+            for h in 0..2 {
+                for j in 0..R {
+                    let fp = f.add(((h * 8 + j) * NB + b) * 16);
+                    let (d, dx) = (_mm256_loadu_ps(fp), _mm256_set1_ps(*fp.add(16)));
+                    facc[h][j] = match E {
+                        0 => _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[h][j]), _mm256_mul_ps(d, dx), facc[h][j]),
+                        1 => _mm256_fmadd_ps(_mm256_loadu_ps(fp.add(32)), _mm256_set1_ps(*fp.add(17)), _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[h][j]), _mm256_mul_ps(d, dx), facc[h][j])),
+                        _ => {
+                            let s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[h][j]), d, _mm256_mul_ps(_mm256_cvtepi32_ps(ib[h][j]), _mm256_loadu_ps(fp.add(32))));
+                            _mm256_fmadd_ps(s, dx, facc[h][j])
+                        }
+                    };
+                }
+            }
+        }
+    }
+    let t = facc.iter().flatten().fold(_mm256_setzero_ps(), |t, a| _mm256_add_ps(t, *a));
+    let mut o = [0f32; 8];
+    _mm256_storeu_ps(o.as_mut_ptr(), t);
+    o.iter().sum()
 }

@@ -48,7 +48,7 @@ fn avx2_tile_equals_vnni_tile() {
     let mut rng = Rng::new(5);
     for t in PACKED_TYPES {
         for extreme in [false, true] {
-            for (n, m, k) in [(16usize, 1usize, 256usize), (20, 3, 256), (16, 4, 256), (37, 9, 512), (13, 5, 256), (24, 8, 768), (48, 19, 256), (40, 130, 256), (270, 130, 256)] {
+            for (n, m, k) in [(16usize, 1usize, 256usize), (20, 3, 256), (16, 4, 256), (37, 9, 512), (13, 5, 256), (24, 8, 768), (48, 19, 256), (40, 130, 256), (270, 130, 256), (270, 130, 2560)] {
                 let w = weights(&mut rng, t, n, k, extreme);
                 let x = acts(&mut rng, m, k, extreme);
                 let mut p = PackedMatrix::new(&pool, t, &w, n, k).unwrap();

@@ -16,7 +16,7 @@ pub fn packed_matmul_matches_scalar() {
     }
     let pools = [ThreadPool::new(1), ThreadPool::new(2), ThreadPool::new(3)];
     let mut rng = Rng::new(77);
-    let shapes = [(37usize, 11usize, 320usize), (16, 1, 32), (301, 67, 512), (13, 203, 96), (64, 9, 576)];
+    let shapes = [(37usize, 11usize, 320usize), (16, 1, 32), (301, 67, 512), (13, 203, 96), (64, 9, 576), (40, 100, 2560)];
     for &t in PACKED {
         // extreme blocks with few rows (quants rebuilt in registers) and with more than 16 (the
         // AVX2 tile's unpacked bytes); 24 weight rows: one group of both halves, one of one
