@@ -228,6 +228,9 @@ impl PerplexityRequest {
             if !(1..=MAX_TOP_K).contains(&k) {
                 return bad(format!("--perplexity-kld-top-k must be between 1 and {MAX_TOP_K}, got {k}"));
             }
+            if self.kld_base_out.is_none() {
+                return bad("--perplexity-kld-top-k sets the ids kept per token in a KL base: it needs --perplexity-kld-base-out PATH".into());
+            }
         }
         match (&self.shard, &self.shard_out) {
             (Some(s), Some(_)) => s.check()?,

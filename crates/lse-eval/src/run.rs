@@ -198,7 +198,9 @@ pub fn run_prepared<S: Scorer>(scorer: &S, req: &PerplexityRequest, pre: Preflig
     let scored_total: usize = windows.iter().map(|w| w.scored()).sum();
     if scored_total == 0 {
         return Err(EvalError::InvalidOption(match method {
-            Method::Pairs => "no response token to score: every record's response is empty".into(),
+            Method::Pairs => {
+                "no response token to score: every record's response is empty, or a single token with nothing (no prompt, no BOS) before it".into()
+            }
             _ => format!("--perplexity-ctx {ctx} scores no token (a window scores only its second half): use a ctx of at least 3"),
         }));
     }

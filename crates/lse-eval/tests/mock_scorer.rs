@@ -650,7 +650,7 @@ fn pairs_score_only_responses() {
 #[test]
 fn request_from_json() {
     let v: Value = serde_json::from_str(
-        r#"{"tokens":[1,2,3],"method":"sliding","ctx":64,"stride":16,"chunks":2,"kld_top_k":8,"include_windows":true}"#,
+        r#"{"tokens":[1,2,3],"method":"sliding","ctx":64,"stride":16,"chunks":2,"kld_top_k":8,"kld_base_out":"b.kld","include_windows":true}"#,
     )
     .unwrap();
     let r = PerplexityRequest::from_json(&v).unwrap();
@@ -659,6 +659,7 @@ fn request_from_json() {
     for (bad, phrase) in [
         (r#"{"text":"a","method":"nope"}"#, "chunks, sliding"),
         (r#"{"text":"a","kld_top_k":33}"#, "between 1 and 32"),
+        (r#"{"text":"a","kld_top_k":8}"#, "needs --perplexity-kld-base-out"),
         (r#"{"text":"a","method":"sliding","ctx":10,"stride":11}"#, "stride"),
         (r#"{"text":"a","tokens":[1]}"#, "exactly one"),
         (r#"{"text":"a","bogus":1}"#, "bogus"),

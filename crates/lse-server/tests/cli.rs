@@ -140,6 +140,7 @@ fn unknown_method() {
 fn top_k_outside_range() {
     fails(&["--model", &tiny(), "--perplexity", &wiki(), "--perplexity-kld-top-k", "33"], "between 1 and 32", None);
     fails(&["--model", &tiny(), "--perplexity", &wiki(), "--perplexity-kld-top-k", "0"], "between 1 and 32", None);
+    fails(&["--model", &tiny(), "--perplexity", &wiki(), "--perplexity-kld-top-k", "8"], "needs --perplexity-kld-base-out", None);
 }
 
 #[test]

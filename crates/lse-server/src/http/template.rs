@@ -46,7 +46,7 @@ pub fn from_option(option: &str) -> Result<&str, String> {
     if option == "chatml" {
         return Ok(CHATML);
     }
-    if !option.contains("{{") && !option.contains("{%") {
+    if !is_jinja(option) {
         return Err(format!("--chat-template takes Jinja source or chatml, got {option:?} (a file: --chat-template-file)"));
     }
     check(option).map_err(|e| format!("--chat-template: {e}"))?;
@@ -65,6 +65,12 @@ pub fn choose(option: Option<&str>, gguf: Option<String>) -> String {
             CHATML.to_string()
         }
     }
+}
+
+/// Whether `source` has any Jinja in it: a template without would render every conversation as
+/// the same text (an empty file, a path given as the source).
+pub fn is_jinja(source: &str) -> bool {
+    source.contains("{{") || source.contains("{%")
 }
 
 /// Parses `template` (without rendering it): the one line of a template that cannot work.
