@@ -39,12 +39,17 @@ pub fn read_text_file_verbatim(path: &Path) -> Result<String> {
     utf8(read_bytes(path)?, path)
 }
 
-/// `--perplexity-tokens FILE`: a JSON array of non-negative integer token ids.
+/// `--perplexity-tokens FILE`: a JSON array of non-negative integer token ids, or what
+/// `--tokenize` writes (an `lse.tokens` object: its `ids`).
 pub fn read_tokens_file(path: &Path) -> Result<Vec<u32>> {
     let text = utf8(read_bytes(path)?, path)?;
     let v: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| EvalError::Input(format!("{} is not valid JSON: {e}", path.display())))?;
-    tokens_from_json(&v).map_err(|m| EvalError::Input(format!("{}: {m}", path.display())))
+    let ids = match v.get("object").and_then(|o| o.as_str()) {
+        Some("lse.tokens") => v.get("ids").ok_or_else(|| EvalError::Input(format!("{}: an lse.tokens object without ids", path.display())))?,
+        _ => &v,
+    };
+    tokens_from_json(ids).map_err(|m| EvalError::Input(format!("{}: {m}", path.display())))
 }
 
 /// A JSON array of token ids (`u32`). The error names the first bad element.

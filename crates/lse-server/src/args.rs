@@ -40,7 +40,7 @@ tokenize options:
 
 perplexity options:
   --perplexity FILE          UTF-8 text (one trailing newline removed)
-  --perplexity-tokens FILE   a JSON array of token ids
+  --perplexity-tokens FILE   a JSON array of token ids (or the output of --tokenize)
   --perplexity-pairs FILE    JSON Lines of {\"prompt\": ..., \"response\": ...}: response tokens scored
   --perplexity-method M      chunks (default, llama.cpp's) or sliding
   --perplexity-ctx N         tokens per chunk or window (default 512)

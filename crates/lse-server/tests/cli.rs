@@ -127,6 +127,22 @@ fn simd_cap_shows_in_the_report_config() {
 }
 
 #[test]
+fn tokenize_output_is_a_tokens_file() {
+    let d = tmp("tokens-roundtrip");
+    let ids = d.join("ids.json");
+    let o = run(&["--model", &tiny(), "--tokenize", &wiki(), "--tokenize-output", ids.to_str().unwrap()]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let scored = |mode: &str, input: &str| {
+        let o = run(&["--model", &tiny(), mode, input, "--perplexity-ctx", "128", "--perplexity-chunks", "2"]);
+        assert_eq!(o.code, 0, "{mode}: {}", o.stderr);
+        let r: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+        r["perplexity"].as_f64().unwrap()
+    };
+    // (the token hashes differ: --tokenize keeps the file's last newline, --perplexity drops it)
+    assert_eq!(scored("--perplexity-tokens", ids.to_str().unwrap()), scored("--perplexity", &wiki()));
+}
+
+#[test]
 fn unknown_pool() {
     fails(&["--model", &tiny(), "--perplexity", &wiki(), "--pool", "tpu"], "--pool", None);
 }
