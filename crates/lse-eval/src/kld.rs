@@ -60,6 +60,8 @@ pub struct LseBase {
     pub header: LseBaseHeader,
     reader: BufReader<File>,
     buf: Vec<u8>,
+    /// Records read or skipped so far (the next one's index).
+    at: u64,
 }
 
 /// One LSE base record.
@@ -227,7 +229,7 @@ impl LseBase {
             ));
         }
         reader.seek(SeekFrom::Start(records_start)).map_err(|e| corrupt(path, io_reason(&e)))?;
-        Ok(LseBase { path: path.to_path_buf(), header, reader, buf: vec![0; rec as usize] })
+        Ok(LseBase { path: path.to_path_buf(), header, reader, buf: vec![0; rec as usize], at: 0 })
     }
 
     /// Checks the whole run identity (after tokenization and planning).
@@ -268,11 +270,30 @@ impl LseBase {
     pub fn skip(&mut self, n: usize) -> Result<()> {
         let bytes = (n as u64).checked_mul(self.buf.len() as u64).and_then(|b| i64::try_from(b).ok());
         let bytes = bytes.ok_or_else(|| corrupt(&self.path, "skip past the end"))?;
-        self.reader.seek_relative(bytes).map_err(|e| corrupt(&self.path, io_reason(&e)))
+        self.reader.seek_relative(bytes).map_err(|e| corrupt(&self.path, io_reason(&e)))?;
+        self.at += n as u64;
+        Ok(())
     }
 
-    /// Reads the next record into `rec`.
+    /// Reads the next record into `rec`; an NLL or log-probability no softmax gives (NaN,
+    /// infinite or negative NLL, positive log-probability: the file was edited or damaged) is
+    /// refused, naming the scored token.
     pub fn next(&mut self, rec: &mut LseRecord) -> Result<()> {
+        self.read(rec)?;
+        // a little slack: the writer's log-softmax rounds
+        const SLACK: f64 = 1e-3;
+        let i = self.at;
+        self.at += 1;
+        if !(rec.nll.is_finite() && rec.nll >= -SLACK) {
+            return Err(corrupt(&self.path, format!("scored token {i} has an NLL of {} (an NLL is −log p: finite, not negative)", rec.nll)));
+        }
+        if let Some(lp) = rec.logp.iter().find(|&&lp| lp.is_nan() || lp as f64 > SLACK) {
+            return Err(corrupt(&self.path, format!("scored token {i} has a log-probability of {lp} (log p is at most 0)")));
+        }
+        Ok(())
+    }
+
+    fn read(&mut self, rec: &mut LseRecord) -> Result<()> {
         self.reader.read_exact(&mut self.buf).map_err(|e| corrupt(&self.path, io_reason(&e)))?;
         let b = &self.buf;
         rec.nll = f64::from_le_bytes(b[0..8].try_into().unwrap());

@@ -510,6 +510,23 @@ fn lse_base_mismatches_name_the_field() {
     r.kld_base = Some(junk);
     let e = run_with(&m, &r, &mut NoProgress).unwrap_err().to_string();
     assert!(e.contains("not a KLD base"), "{e}");
+    // values no softmax gives, in the last record (264 bytes: an f64 NLL, 32 × (u32 id, f32 log p))
+    let edit = |name: &str, at: usize, with: &[u8]| {
+        let mut b = bytes.clone();
+        let o = b.len() - 264 + at;
+        b[o..o + with.len()].copy_from_slice(with);
+        let f = dir.join(name);
+        std::fs::write(&f, b).unwrap();
+        let mut r = req.clone();
+        r.kld_base = Some(f);
+        run_with(&m, &r, &mut NoProgress).unwrap_err().to_string()
+    };
+    let e = edit("nan.kld", 0, &f64::NAN.to_le_bytes());
+    assert!(e.contains("corrupt") && e.contains("NLL of NaN"), "{e}");
+    let e = edit("neg.kld", 0, &(-3.0f64).to_le_bytes());
+    assert!(e.contains("NLL of -3"), "{e}");
+    let e = edit("pos.kld", 12, &2.5f32.to_le_bytes());
+    assert!(e.contains("log-probability of 2.5"), "{e}");
 }
 
 /// Writes a llama.cpp `_logits_` base (reference §4) from full logits rows, with this test's own
