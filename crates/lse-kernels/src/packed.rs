@@ -463,8 +463,8 @@ impl PackedMatrix {
 
     /// Whether tiles over more rows than [`PackedMatrix::unpack_above`] rebuild a group's quants
     /// as bytes once per call ([`UNPACK_ROWS`] rows) instead of from nibbles (and planes) on every
-    /// pass: every nibble format (VNNI, Intel host: Q4_K prefill tile +14 %, Q5_0 +8 %, Q4_1
-    /// +2–7 %).
+    /// pass: every nibble format (VNNI, Intel host: Q4_K prefill tile +12 %, Q5_0 +5–11 %, Q4_1
+    /// −1 to +3 %).
     fn unpacks(&self) -> bool {
         self.nib
     }
@@ -636,8 +636,8 @@ impl PackedMatrix {
     pub(crate) fn prefill_rows_per_tile(&self) -> usize {
         match (self.pairs(), self.nib) {
             (true, true) => UNPACK_ROWS,
-            // Q8_0: 4 passes (Gemma-3's LM-head shape 32768 × 640 × 128 ran 20–30 % slower
-            // with 64 rows a call: their activations no longer stay in L1 beside the two groups)
+            // Q8_0: 4 passes (the LM-head shape 32768 × 640 × 128 ran 14 % slower with 64 rows
+            // a call: their activations no longer stay in L1 beside the two groups)
             (true, false) => 4 * PAIR_ROWS,
             _ => self.rows_per_tile(),
         }
