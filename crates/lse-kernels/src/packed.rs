@@ -539,7 +539,8 @@ impl PackedMatrix {
                 prefetch: fetch != Fetch::Cached,
                 near: fetch == Fetch::Stream,
             };
-            let a2 = Args { wg: wg.add(self.group_bytes()), y: y.add(PNR), ncols: ncols.saturating_sub(PNR), ..a };
+            // the second group of a pair: the next group's bytes and 16 columns on
+            let a2 = pair.then(|| Args { wg: wg.add(self.group_bytes()), y: y.add(PNR), ncols: ncols - PNR, ..a });
             if self.unpacks() && nx > self.unpack_above() {
                 // rebuild the groups' bytes once for all passes (see `rows_per_tile`)
                 // the k-quants' scales become f32 per block (the products the tiles would form)
@@ -556,7 +557,7 @@ impl PackedMatrix {
                     }
                     let out = buf.as_mut_ptr() as *mut u8;
                     let out2 = out.add(64 * (a.nb * ob).div_ceil(64));
-                    for (from, to) in [(&a, out), (&a2, out2)].into_iter().take(1 + pair as usize) {
+                    for (from, to) in [(Some(&a), out), (a2.as_ref(), out2)].into_iter().filter_map(|(f, t)| Some((f?, t))) {
                         match self.hb {
                             0 => avx2::unpack_group::<0>(from, scale_bytes, to),
                             1 => avx2::unpack_group::<1>(from, scale_bytes, to),
@@ -574,12 +575,12 @@ impl PackedMatrix {
                     }
                     if self.sub16() {
                         for j0 in (0..nx).step_by(PMR) {
-                            let pass = Args { x: x.add(j0 * xs), y: y.add(j0 * ldy), ..bytes };
-                            by_rows!((nx - j0).min(PMR), tile16::<false>, &pass);
+                            by_rows!((nx - j0).min(PMR), tile16::<false>, &bytes.rows(j0));
                         }
                         return;
                     }
-                    self.bytes_passes(&bytes, pair.then_some(&Args { wg: out2, y: y.add(PNR), ncols: a2.ncols, ..bytes }), scales, nx);
+                    let bytes2 = a2.map(|a2| Args { wg: out2, y: a2.y, ncols: a2.ncols, ..bytes });
+                    self.bytes_passes(&bytes, bytes2.as_ref(), scales, nx);
                 });
             }
             if !self.vnni {
@@ -592,11 +593,11 @@ impl PackedMatrix {
                 return avx2::tile(&a, kind, self.min, self.scales, nx);
             }
             if !self.nib {
-                return self.bytes_passes(&a, pair.then_some(&a2), self.scales, nx);
+                return self.bytes_passes(&a, a2.as_ref(), self.scales, nx);
             }
             // passes of PMR rows; the group's bytes are in cache after the first
             for j0 in (0..nx).step_by(PMR) {
-                let a = &Args { x: x.add(j0 * xs), y: y.add(j0 * ldy), prefetch: a.prefetch && j0 == 0, ..a };
+                let a = &a.rows(j0);
                 let r = (nx - j0).min(PMR);
                 if self.sub16() {
                     by_rows!(r, tile16::<true>, a);
@@ -652,11 +653,10 @@ impl PackedMatrix {
         let passes = nx.div_ceil(if a2.is_some() { PAIR_ROWS } else { PMR });
         for i in 0..passes {
             let (j0, r) = (i * nx / passes, (i + 1) * nx / passes - i * nx / passes);
-            let pass = |a: &Args| Args { x: a.x.add(j0 * a.xs), y: a.y.add(j0 * a.ldy), prefetch: a.prefetch && j0 == 0, ..*a };
-            let p = pass(a);
+            let p = a.rows(j0);
             match a2 {
                 Some(a2) => {
-                    let p2 = pass(a2);
+                    let p2 = a2.rows(j0);
                     match (self.min, scales) {
                         (true, Scales::F32) => by_pair_rows!(r, pair::<true, S_F32>, &p, &p2),
                         (true, _) => by_pair_rows!(r, pair::<true, S_F16>, &p, &p2),
@@ -760,6 +760,12 @@ pub(crate) struct Args {
 
 #[cfg(target_arch = "x86_64")]
 impl Args {
+    /// The same call from activation row `j0` on: a later pass, whose group's bytes the first
+    /// pass brought into cache (asks for nothing ahead).
+    #[inline(always)]
+    unsafe fn rows(&self, j0: usize) -> Args {
+        Args { x: self.x.add(j0 * self.xs), y: self.y.add(j0 * self.ldy), prefetch: self.prefetch && j0 == 0, ..*self }
+    }
     /// Block `b` of the group.
     #[inline(always)]
     unsafe fn block(&self, b: usize) -> *const u8 {
