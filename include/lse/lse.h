@@ -106,7 +106,7 @@ int lse_engine_open(const char *options_json, lse_engine **out, char **err);
  *     "chunks"            integer >= 1: score only the first N chunks, windows or records
  *     "kld_base_out"      string: path where to record a KL-divergence base (relative paths are
  *                         relative to the process's working directory)
- *     "kld_top_k"         integer 1..32: ids recorded per scored token in that base (default 32)
+ *     "kld_top_k"         integer 1..32: ids recorded per scored token in that base (default 32; only with kld_base_out)
  *     "kld_base"          string: path of a base to compare against (LSE format, or a llama.cpp
  *                         --kl-divergence-base file); adds the "kld" object to the report
  *     "include_windows"   boolean: include the per-window array "windows" (default false)

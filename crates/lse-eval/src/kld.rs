@@ -277,18 +277,21 @@ impl LseBase {
 
     /// Reads the next record into `rec`; an NLL or log-probability no softmax gives (NaN,
     /// infinite or negative NLL, positive log-probability: the file was edited or damaged) is
-    /// refused, naming the scored token.
-    pub fn next(&mut self, rec: &mut LseRecord) -> Result<()> {
+    /// refused, naming the scored token and its `window` (chunk, window or pairs record).
+    pub fn next(&mut self, rec: &mut LseRecord, window: usize) -> Result<()> {
         self.read(rec)?;
         // a little slack: the writer's log-softmax rounds
         const SLACK: f64 = 1e-3;
         let i = self.at;
         self.at += 1;
+        let bad = |what: String| {
+            EvalError::KldBase(format!("KLD base {} is corrupt: scored token {i} (in window {window}) {what}", self.path.display()))
+        };
         if !(rec.nll.is_finite() && rec.nll >= -SLACK) {
-            return Err(corrupt(&self.path, format!("scored token {i} has an NLL of {} (an NLL is −log p: finite, not negative)", rec.nll)));
+            return Err(bad(format!("has an NLL of {} (an NLL is −log p: finite, not negative)", rec.nll)));
         }
         if let Some(lp) = rec.logp.iter().find(|&&lp| lp.is_nan() || lp as f64 > SLACK) {
-            return Err(corrupt(&self.path, format!("scored token {i} has a log-probability of {lp} (log p is at most 0)")));
+            return Err(bad(format!("has a log-probability of {lp} (log p is at most 0)")));
         }
         Ok(())
     }

@@ -229,7 +229,7 @@ impl PerplexityRequest {
                 return bad(format!("--perplexity-kld-top-k must be between 1 and {MAX_TOP_K}, got {k}"));
             }
             if self.kld_base_out.is_none() {
-                return bad("--perplexity-kld-top-k sets the ids kept per token in a KL base: it needs --perplexity-kld-base-out PATH".into());
+                return bad("--perplexity-kld-top-k only applies when writing a KL base with --perplexity-kld-base-out PATH (it sets the ids kept per token there)".into());
             }
         }
         match (&self.shard, &self.shard_out) {

@@ -97,6 +97,22 @@ pub fn run_with<S: Scorer>(scorer: &S, req: &PerplexityRequest, progress: &mut d
     run_prepared(scorer, req, pre, progress)
 }
 
+/// Why pairs score no token: every response is empty, or a record has neither prompt nor BOS
+/// before a one-token response (a response's first token is predicted from what precedes it).
+fn nothing_to_score(input: &PerplexityInput, lens: &[(usize, usize)]) -> String {
+    let recs = match input {
+        PerplexityInput::Pairs(r) => &r[..],
+        _ => &[],
+    };
+    match recs.iter().zip(lens).find(|(_, &(prompt, total))| prompt == 0 && total > 0) {
+        Some((r, _)) => format!(
+            "no response token to score: the prompt of pairs line {} is empty and the model adds no BOS, so its one-token response has nothing before it to be predicted from",
+            r.line
+        ),
+        None => "no response token to score: every record's response is empty".into(),
+    }
+}
+
 fn non_finite(w: &Window, pos: usize) -> EvalError {
     EvalError::Engine(format!("non-finite logits in window {} at position {pos}", w.index))
 }
@@ -198,9 +214,7 @@ pub fn run_prepared<S: Scorer>(scorer: &S, req: &PerplexityRequest, pre: Preflig
     let scored_total: usize = windows.iter().map(|w| w.scored()).sum();
     if scored_total == 0 {
         return Err(EvalError::InvalidOption(match method {
-            Method::Pairs => {
-                "no response token to score: every record's response is empty, or a single token with nothing (no prompt, no BOS) before it".into()
-            }
+            Method::Pairs => nothing_to_score(&req.input, &pair_lens),
             _ => format!("--perplexity-ctx {ctx} scores no token (a window scores only its second half): use a ctx of at least 3"),
         }));
     }
@@ -319,7 +333,7 @@ pub fn run_prepared<S: Scorer>(scorer: &S, req: &PerplexityRequest, pre: Preflig
                         lse_recs.resize_with(block.len(), LseRecord::default);
                         let mut reqs = Vec::with_capacity(block.len());
                         for (j, rec) in lse_recs.iter_mut().enumerate() {
-                            b.next(rec)?;
+                            b.next(rec, w.index)?;
                             if let Some(&bad) = rec.ids.iter().find(|&&id| id as usize >= n_vocab) {
                                 return Err(EvalError::KldBase(format!(
                                     "KLD base {} is corrupt: token id {bad} is outside the vocabulary of {n_vocab}",

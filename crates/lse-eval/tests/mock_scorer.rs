@@ -522,7 +522,9 @@ fn lse_base_mismatches_name_the_field() {
         run_with(&m, &r, &mut NoProgress).unwrap_err().to_string()
     };
     let e = edit("nan.kld", 0, &f64::NAN.to_le_bytes());
-    assert!(e.contains("corrupt") && e.contains("NLL of NaN"), "{e}");
+    let header = 12 + u32::from_le_bytes(bytes[8..12].try_into().unwrap()) as usize;
+    let last = (bytes.len() - header.div_ceil(8) * 8) / 264 - 1;
+    assert!(e.contains(&format!("is corrupt: scored token {last} (in window 4) has an NLL of NaN")), "{e}");
     let e = edit("neg.kld", 0, &(-3.0f64).to_le_bytes());
     assert!(e.contains("NLL of -3"), "{e}");
     let e = edit("pos.kld", 12, &2.5f32.to_le_bytes());
@@ -662,6 +664,17 @@ fn pairs_score_only_responses() {
     small.kv = 10;
     let e = run_with(&small, &req, &mut NoProgress).unwrap_err().to_string();
     assert!(e.contains("line 3") && e.contains("13"), "{e}");
+    // nothing to score: the message names the field at fault
+    let no_bos = mock(false);
+    let pairs = |p: &str, r: &str| {
+        let recs = vec![lse_eval::PairRecord { prompt: p.into(), response: r.into(), line: 2 }];
+        run_with(&no_bos, &PerplexityRequest { input: PerplexityInput::Pairs(recs), ..Default::default() }, &mut NoProgress)
+    };
+    let e = pairs("", "x").unwrap_err().to_string();
+    assert!(e.contains("the prompt of pairs line 2 is empty and the model adds no BOS"), "{e}");
+    let e = pairs("Q", "").unwrap_err().to_string();
+    assert!(e.contains("every record's response is empty"), "{e}");
+    assert_eq!(pairs("", "xy").unwrap()["scored_tokens"], 1);
 }
 
 #[test]
@@ -676,7 +689,7 @@ fn request_from_json() {
     for (bad, phrase) in [
         (r#"{"text":"a","method":"nope"}"#, "chunks, sliding"),
         (r#"{"text":"a","kld_top_k":33}"#, "between 1 and 32"),
-        (r#"{"text":"a","kld_top_k":8}"#, "needs --perplexity-kld-base-out"),
+        (r#"{"text":"a","kld_top_k":8}"#, "only applies when writing a KL base with --perplexity-kld-base-out"),
         (r#"{"text":"a","method":"sliding","ctx":10,"stride":11}"#, "stride"),
         (r#"{"text":"a","tokens":[1]}"#, "exactly one"),
         (r#"{"text":"a","bogus":1}"#, "bogus"),

@@ -402,8 +402,11 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
             "--chat-template" => a.serve.chat_template = Some(crate::http::template::from_option(v)?.to_string()),
             "--chat-template-file" => {
                 let text = std::fs::read_to_string(v).map_err(|e| format!("cannot read --chat-template-file {v}: {e}"))?;
+                if text.trim().is_empty() {
+                    return Err(format!("chat template file {v} is empty (--chat-template-file takes the template's Jinja source)"));
+                }
                 if !crate::http::template::is_jinja(&text) {
-                    return Err(format!("--chat-template-file {v} holds no Jinja ({{{{ … }}}} or {{% … %}}): it is empty or not a template"));
+                    return Err(format!("--chat-template-file {v} holds no Jinja ({{{{ … }}}} or {{% … %}}): it is not a template"));
                 }
                 crate::http::template::check(&text).map_err(|e| format!("--chat-template-file {v}: {e}"))?;
                 a.serve.chat_template = Some(text);
@@ -585,7 +588,7 @@ mod tests {
             ("--model m --generate hi --chat-template chatml", "serving only"),
             ("--model m --chat-template-file /nonexistent/t.jinja", "cannot read --chat-template-file"),
             ("--model m --chat-template chatml --chat-template-file /dev/null", "one of --chat-template"),
-            ("--model m --chat-template-file /dev/null", "holds no Jinja"),
+            ("--model m --chat-template-file /dev/null", "chat template file /dev/null is empty"),
             ("--model m --generate hi --logit-bias 5", "--logit-bias"),
             ("--model m --generate hi --logit-bias x+1", "--logit-bias"),
             ("--model m --generate hi --logit-bias 5+x", "--logit-bias"),

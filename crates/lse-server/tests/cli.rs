@@ -76,6 +76,11 @@ fn chat_template_that_is_not_jinja_or_does_not_parse() {
     std::fs::write(&f, "{{ messages ").unwrap();
     let l = fails(&["--model", &tiny(), "--chat-template-file", f.to_str().unwrap()], "does not parse", None);
     assert!(l.contains("--chat-template-file"), "{l}");
+    // an empty template would start a server whose every chat request fails
+    std::fs::write(&f, " \n\t\n").unwrap();
+    fails(&["--model", &tiny(), "--chat-template-file", f.to_str().unwrap()], &format!("chat template file {} is empty", f.display()), None);
+    std::fs::write(&f, "You are a helpful assistant.\n").unwrap();
+    fails(&["--model", &tiny(), "--chat-template-file", f.to_str().unwrap()], "holds no Jinja", None);
 }
 
 #[test]
@@ -156,7 +161,7 @@ fn unknown_method() {
 fn top_k_outside_range() {
     fails(&["--model", &tiny(), "--perplexity", &wiki(), "--perplexity-kld-top-k", "33"], "between 1 and 32", None);
     fails(&["--model", &tiny(), "--perplexity", &wiki(), "--perplexity-kld-top-k", "0"], "between 1 and 32", None);
-    fails(&["--model", &tiny(), "--perplexity", &wiki(), "--perplexity-kld-top-k", "8"], "needs --perplexity-kld-base-out", None);
+    fails(&["--model", &tiny(), "--perplexity", &wiki(), "--perplexity-kld-top-k", "8"], "only applies when writing a KL base with --perplexity-kld-base-out", None);
 }
 
 #[test]
