@@ -271,6 +271,7 @@ pub(super) unsafe fn tile(a: &Args, kind: Kind, min: bool, scales: Scales, nx: u
             while j0 < nx {
                 let r = (nx - j0).min(MR_BOTH);
                 let a = &Args { prefetch: a.prefetch && j0 == 0, ..*a };
+                super::fetch_outputs(a, j0, r);
                 match r {
                     1 => $f::<$($g,)* 1>(a, j0),
                     2 => $f::<$($g,)* 2>(a, j0),
@@ -301,6 +302,7 @@ pub(super) unsafe fn tile(a: &Args, kind: Kind, min: bool, scales: Scales, nx: u
         // one row: both halves in one pass over the blocks (twice the independent chains)
         let both = r == 1 && halves == 2;
         let passes = if both { 1 } else { halves };
+        super::fetch_outputs(a, j0, r);
         for h in 0..passes {
             // the group's bytes are in cache after the first pass
             let a = &Args { prefetch: a.prefetch && j0 == 0 && h == 0, ..*a };

@@ -36,6 +36,7 @@ pub(super) unsafe fn tile<const NIB: bool, const HB: u32, const MIN: bool, const
     let m0f = _mm512_set1_epi8(0x0f);
     let hmask = _mm512_set1_epi8((((1 << HB) - 1) << 4) as i8);
     let mut facc = [_mm512_setzero_ps(); MR];
+    super::fetch_outputs(a, 0, MR);
     for b in 0..nb {
         let wb = a.block(b);
         if a.prefetch {
@@ -116,6 +117,8 @@ unsafe fn scale_block<const MIN: bool, const S: u8, const MR: usize>(a: &Args, b
 pub(super) unsafe fn pair<const MIN: bool, const S: u8, const MR: usize>(a: &Args, a2: &Args) {
     let (nb, k, xs) = (a.nb, a.k, a.xs);
     let mut facc = [[_mm512_setzero_ps(); MR]; 2];
+    super::fetch_outputs(a, 0, MR);
+    super::fetch_outputs(a2, 0, MR);
     for b in 0..nb {
         let wb = [a.block(b), a2.block(b)];
         if a.prefetch {
@@ -192,6 +195,7 @@ pub(super) unsafe fn tile16<const PLANES: bool, const MR: usize>(a: &Args) {
     let m0f = _mm512_set1_epi8(0x0f);
     let hmask = _mm512_set1_epi8(0x30);
     let mut facc = [_mm512_setzero_ps(); MR];
+    super::fetch_outputs(a, 0, MR);
     for b in 0..nb {
         let wb = a.block(b);
         if a.prefetch {
