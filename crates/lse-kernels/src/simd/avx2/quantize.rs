@@ -98,11 +98,16 @@ pub(crate) unsafe fn quantize_q8_k(x: &[f32], dst: &mut [u8]) {
     for b in 0..nb {
         let p = x.as_ptr().add(256 * b);
         let o = dst.as_mut_ptr().add(292 * b);
-        let mut v = [_mm256_setzero_ps(); 32];
-        for (i, vi) in v.iter_mut().enumerate() {
-            *vi = _mm256_loadu_ps(p.add(8 * i));
-        }
-        let amax = max_abs8(&v);
+        // 32 vectors do not fit the registers: read them where they are (an array of them was
+        // copied to the stack, a `memcpy` per super-block)
+        let v = |i: usize| _mm256_loadu_ps(p.add(8 * i));
+        let amax = {
+            let mut m = [_mm256_andnot_ps(sign, v(0)), _mm256_andnot_ps(sign, v(1)), _mm256_andnot_ps(sign, v(2)), _mm256_andnot_ps(sign, v(3))];
+            for i in 4..32 {
+                m[i % 4] = _mm256_max_ps(m[i % 4], _mm256_andnot_ps(sign, v(i)));
+            }
+            max_abs8(&m)
+        };
         if amax == 0.0 {
             core::ptr::write_bytes(o, 0, 292);
             continue;
@@ -110,9 +115,8 @@ pub(crate) unsafe fn quantize_q8_k(x: &[f32], dst: &mut [u8]) {
         // the first element of largest magnitude gives the sign
         let am = _mm256_set1_ps(amax);
         let mut first = 0;
-        for (i, vi) in v.iter().enumerate() {
-            let mask =
-                _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_EQ_OQ>(_mm256_andnot_ps(sign, *vi), am));
+        for i in 0..32 {
+            let mask = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_EQ_OQ>(_mm256_andnot_ps(sign, v(i)), am));
             if mask != 0 {
                 first = 8 * i + mask.trailing_zeros() as usize;
                 break;
@@ -124,7 +128,7 @@ pub(crate) unsafe fn quantize_q8_k(x: &[f32], dst: &mut [u8]) {
         for g in 0..8 {
             let mut i = [_mm256_setzero_si256(); 4];
             for t in 0..4 {
-                i[t] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(v[4 * g + t], m)), c127);
+                i[t] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(v(4 * g + t), m)), c127);
             }
             _mm256_storeu_si256(o.add(4 + 32 * g) as *mut __m256i, pack32(i));
             let s0 = hsum_i32(_mm256_add_epi32(i[0], i[1]));
