@@ -558,10 +558,13 @@ impl PackedMatrix {
                     let out = buf.as_mut_ptr() as *mut u8;
                     let out2 = out.add(64 * (a.nb * ob).div_ceil(64));
                     for (from, to) in [(Some(&a), out), (a2.as_ref(), out2)].into_iter().filter_map(|(f, t)| Some((f?, t))) {
-                        match self.hb {
-                            0 => avx2::unpack_group::<0>(from, scale_bytes, to),
-                            1 => avx2::unpack_group::<1>(from, scale_bytes, to),
-                            _ => avx2::unpack_group::<2>(from, scale_bytes, to),
+                        match (self.vnni, self.hb) {
+                            (true, 0) => avx512::unpack_group::<0>(from, scale_bytes, to),
+                            (true, 1) => avx512::unpack_group::<1>(from, scale_bytes, to),
+                            (true, _) => avx512::unpack_group::<2>(from, scale_bytes, to),
+                            (false, 0) => avx2::unpack_group::<0>(from, scale_bytes, to),
+                            (false, 1) => avx2::unpack_group::<1>(from, scale_bytes, to),
+                            (false, _) => avx2::unpack_group::<2>(from, scale_bytes, to),
                         }
                     }
                     let bytes = Args { wg: out, bb: ob, hb: 0, prefetch: false, ..a };

@@ -92,6 +92,43 @@ pub(super) unsafe fn tile<const NIB: bool, const HB: u32, const MIN: bool, const
     store::<MR>(a, &facc);
 }
 
+/// The group rebuilt with one byte per quant, as [`super::avx2::unpack_group`] writes it (the
+/// same bytes), a 64-byte chunk per operation.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+pub(super) unsafe fn unpack_group<const HB: u32>(a: &Args, scale_bytes: usize, out: *mut u8) {
+    let ob = 512 + scale_bytes;
+    let m0f = _mm512_set1_epi8(0x0f);
+    let hmask = _mm512_set1_epi8((((1 << HB) - 1) << 4) as i8);
+    for b in 0..a.nb {
+        let (src, dst) = (a.block(b), out.add(b * ob));
+        if a.prefetch {
+            super::prefetch_ahead(src, a.ahead_bytes(b), a.near);
+        }
+        for t in 0..4 {
+            let v = _mm512_loadu_si512(src.add(64 * t) as *const _);
+            let mut lo = _mm512_and_si512(v, m0f);
+            let mut hi = _mm512_and_si512(_mm512_srli_epi16::<4>(v), m0f);
+            if HB > 0 {
+                lo = with_bits(lo, chunk_bits::<HB>(src.add(256), t), hmask);
+                hi = with_bits(hi, chunk_bits::<HB>(src.add(256), 4 + t), hmask);
+            }
+            _mm512_storeu_si512(dst.add(64 * t) as *mut _, lo);
+            _mm512_storeu_si512(dst.add(64 * (4 + t)) as *mut _, hi);
+        }
+        let sc = src.add(super::quant_bytes(true, HB));
+        if a.hb == 0 {
+            // f16 scales (and mins): 32 or 64 bytes, copied
+            for o in (0..scale_bytes).step_by(32) {
+                _mm256_storeu_si256(dst.add(512 + o) as *mut __m256i, _mm256_loadu_si256(sc.add(o) as *const __m256i));
+            }
+            continue;
+        }
+        for i in 0..2 {
+            _mm512_storeu_ps(dst.add(512 + 64 * i) as *mut f32, k_scales16(a, b, sc, i, HB == 2));
+        }
+    }
+}
+
 /// Block `b`'s f32 step for rows `0..MR` of `a.x` (its scales at `sc`): `facc[j] +=
 /// cvt(ia[j])·(d·dx)`, then `+ m·s` with mins.
 #[inline(always)]
