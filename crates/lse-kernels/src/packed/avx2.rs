@@ -554,7 +554,7 @@ unsafe fn sub16_bytes_blocks<const R: usize>(a: &Args, j0: usize, bs: core::ops:
 /// order as [`sub16_bytes_pass`], so the same bits.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn sub16_bytes_ranges(a: &Args, nx: usize) {
-    const PASSES: usize = super::UNPACK_ROWS / MR_BOTH;
+    const PASSES: usize = super::PREFILL_UNPACK_ROWS / MR_BOTH;
     assert!(nx <= PASSES * MR_BOTH);
     let span = (SUB16_RANGE_BYTES / a.bb).max(1);
     let mut acc = [[[_mm256_setzero_ps(); MR_BOTH]; 2]; PASSES];
