@@ -29,6 +29,19 @@ unsafe fn with_bits(nib: __m512i, bits: __m512i, mask: __m512i) -> __m512i {
     _mm512_or_si512(nib, _mm512_and_si512(bits, mask))
 }
 
+/// Nibble chunks `t` and `4 + t` of the block at `wb` (with their high bits from the `HB` planes)
+/// as one byte per quant.
+#[inline(always)]
+unsafe fn chunks<const HB: u32>(wb: *const u8, t: usize, m0f: __m512i, hmask: __m512i) -> (__m512i, __m512i) {
+    let v = _mm512_loadu_si512(wb.add(64 * t) as *const _);
+    let lo = _mm512_and_si512(v, m0f);
+    let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(v), m0f);
+    if HB == 0 {
+        return (lo, hi);
+    }
+    (with_bits(lo, chunk_bits::<HB>(wb.add(256), t), hmask), with_bits(hi, chunk_bits::<HB>(wb.add(256), 4 + t), hmask))
+}
+
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 pub(super) unsafe fn tile<const NIB: bool, const HB: u32, const MIN: bool, const S: u8, const MR: usize>(a: &Args) {
     let (nb, k, xs) = (a.nb, a.k, a.xs);
@@ -58,13 +71,7 @@ pub(super) unsafe fn tile<const NIB: bool, const HB: u32, const MIN: bool, const
         let two = MR <= 2;
         if NIB {
             for t in 0..4 {
-                let v = _mm512_loadu_si512(wb.add(64 * t) as *const _);
-                let mut lo = _mm512_and_si512(v, m0f);
-                let mut hi = _mm512_and_si512(_mm512_srli_epi16::<4>(v), m0f);
-                if HB > 0 {
-                    lo = with_bits(lo, chunk_bits::<HB>(wb.add(256), t), hmask);
-                    hi = with_bits(hi, chunk_bits::<HB>(wb.add(256), 4 + t), hmask);
-                }
+                let (lo, hi) = chunks::<HB>(wb, t, m0f, hmask);
                 for j in 0..MR {
                     ia[j] = _mm512_dpbusd_epi32(ia[j], lo, bx(xb.add(j * xs + 4 * t)));
                 }
@@ -105,13 +112,7 @@ pub(super) unsafe fn unpack_group<const HB: u32>(a: &Args, scale_bytes: usize, o
             super::prefetch_ahead(src, a.ahead_bytes(b), a.near);
         }
         for t in 0..4 {
-            let v = _mm512_loadu_si512(src.add(64 * t) as *const _);
-            let mut lo = _mm512_and_si512(v, m0f);
-            let mut hi = _mm512_and_si512(_mm512_srli_epi16::<4>(v), m0f);
-            if HB > 0 {
-                lo = with_bits(lo, chunk_bits::<HB>(src.add(256), t), hmask);
-                hi = with_bits(hi, chunk_bits::<HB>(src.add(256), 4 + t), hmask);
-            }
+            let (lo, hi) = chunks::<HB>(src, t, m0f, hmask);
             _mm512_storeu_si512(dst.add(64 * t) as *mut _, lo);
             _mm512_storeu_si512(dst.add(64 * (4 + t)) as *mut _, hi);
         }
