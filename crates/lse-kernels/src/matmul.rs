@@ -270,11 +270,15 @@ pub(crate) fn quantize_rows_q8k_split(
     let nb = k / 32;
     let out = SendPtr(qx.as_mut_ptr());
     let task = |t: usize| {
-        let mut tmp = vec![0u8; DotType::Q8_K.row_bytes(k)];
+        let mut tmp = Vec::new();
         for r in t * ROWS_PER_TASK..((t + 1) * ROWS_PER_TASK).min(m) {
-            simd::quantize_activation(level, simd::ActLayout::Ggml, DotType::Q8_K, &x[r * k..(r + 1) * k], &mut tmp);
             // SAFETY: each task writes its own disjoint rows of `qx`.
             let dst = unsafe { std::slice::from_raw_parts_mut(out.get().add(r * xrb), xrb) };
+            if simd::quantize_q8k_split32(level, &x[r * k..(r + 1) * k], dst, sub16) {
+                continue;
+            }
+            tmp.resize(DotType::Q8_K.row_bytes(k), 0);
+            simd::quantize_activation(level, simd::ActLayout::Ggml, DotType::Q8_K, &x[r * k..(r + 1) * k], &mut tmp);
             for (sb, blk) in tmp.chunks_exact(292).enumerate() {
                 let d = f32::from_le_bytes([blk[0], blk[1], blk[2], blk[3]]);
                 dst[256 * sb..256 * sb + 256].copy_from_slice(&blk[4..260]);

@@ -177,6 +177,20 @@ pub fn row_kernel(level: Level, t: GgmlType) -> Option<SimdKernel> {
     }
 }
 
+/// Q8_K rows of `x` written straight in the packed tiles' Split32 layout (see
+/// `matmul::quantize_rows_q8k_split`, whose bytes they are) where `level` has a vector writer;
+/// `false` where the caller must convert llama.cpp's layout itself.
+pub(crate) fn quantize_q8k_split32(level: Level, x: &[f32], dst: &mut [u8], sub16: bool) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if matches!(level, Level::Avx2 | Level::Avx512) && avx2::available() && x.len().is_multiple_of(256) {
+        // SAFETY: the CPU has AVX2/FMA/F16C (checked); the writer checks `dst`'s length.
+        unsafe { avx2::quantize_q8_k_split32(x, dst, sub16) };
+        return true;
+    }
+    let _ = (level, x, dst, sub16);
+    false
+}
+
 /// Converts one activation row to dot type `dt` in `layout`, with the vector quantizers of
 /// `level` where there are some. The values are identical to
 /// [`crate::quant::quantize_activation`]'s (byte-identical for [`ActLayout::Ggml`]).

@@ -258,3 +258,35 @@ fn simd_activation_quantization_is_byte_identical() {
         }
     }
 }
+
+/// The vector Q8_K writer into the packed tiles' Split32 layout gives the bytes the scalar path
+/// makes (llama.cpp's Q8_K rows, then rewritten), with and without the 16-element sums.
+#[test]
+fn q8k_split32_is_byte_identical() {
+    let pool = crate::pool::ThreadPool::new(1);
+    let mut rng = Rng(777);
+    let (k, m) = (1024, 5);
+    let nb = k / 32;
+    for sub16 in [false, true] {
+        let xrb = k + 4 * nb + if sub16 { 8 * nb } else { 4 * nb };
+        for rep in 0..8 {
+            let scale = 0.01 + 10.0 * rng.unit();
+            let mut x: Vec<f32> = (0..k * m).map(|_| rng.normal() * scale).collect();
+            if rep == 1 {
+                x[256..512].fill(0.0); // a zero super-block
+            }
+            if rep == 2 {
+                // equal magnitudes of both signs: the first one decides the sign
+                x[300] = -50.0;
+                x[301] = 50.0;
+            }
+            let mut want = vec![0u8; m * xrb];
+            crate::matmul::quantize_rows_q8k_split(&pool, Level::Scalar, &x, k, m, &mut want, xrb, sub16);
+            for &lv in available_levels().iter() {
+                let mut got = vec![0xAAu8; m * xrb];
+                crate::matmul::quantize_rows_q8k_split(&pool, lv, &x, k, m, &mut got, xrb, sub16);
+                assert!(got == want, "{lv:?} sub16={sub16} rep {rep}: Split32 Q8_K rows differ");
+            }
+        }
+    }
+}

@@ -163,54 +163,100 @@ unsafe fn eight_blocks<const SUM: bool, const SPLIT: bool>(p: *const f32, o: *mu
     }
 }
 
+/// One Q8_K super-block at `p`: `None` when all 256 values are zero, else its `iscale`, each of its
+/// 8 groups' 32 quants (4 × 8 i32, element order) handed to `group(g, q)`.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn q8k_block(p: *const f32, mut group: impl FnMut(usize, [__m256i; 4])) -> Option<f32> {
+    let sign = _mm256_set1_ps(-0.0);
+    // 32 vectors do not fit the registers: read them where they are (an array of them was
+    // copied to the stack, a `memcpy` per super-block)
+    let v = |i: usize| _mm256_loadu_ps(p.add(8 * i));
+    let amax = {
+        let mut m = [_mm256_andnot_ps(sign, v(0)), _mm256_andnot_ps(sign, v(1)), _mm256_andnot_ps(sign, v(2)), _mm256_andnot_ps(sign, v(3))];
+        for i in 4..32 {
+            m[i % 4] = _mm256_max_ps(m[i % 4], _mm256_andnot_ps(sign, v(i)));
+        }
+        max_abs8(&m)
+    };
+    if amax == 0.0 {
+        return None;
+    }
+    // the first element of largest magnitude gives the sign
+    let am = _mm256_set1_ps(amax);
+    let mut first = 0;
+    for i in 0..32 {
+        let mask = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_EQ_OQ>(_mm256_andnot_ps(sign, v(i)), am));
+        if mask != 0 {
+            first = 8 * i + mask.trailing_zeros() as usize;
+            break;
+        }
+    }
+    let iscale = -127.0 / *p.add(first);
+    let m = _mm256_set1_ps(iscale);
+    let c127 = _mm256_set1_epi32(127);
+    for g in 0..8 {
+        group(g, core::array::from_fn(|t| _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(v(4 * g + t), m)), c127)));
+    }
+    Some(iscale)
+}
+
 /// Q8_K rows, as `quant::q8_k::quantize`.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn quantize_q8_k(x: &[f32], dst: &mut [u8]) {
     let nb = x.len() / 256;
     assert!(dst.len() >= nb * 292);
-    let sign = _mm256_set1_ps(-0.0);
     for b in 0..nb {
-        let p = x.as_ptr().add(256 * b);
         let o = dst.as_mut_ptr().add(292 * b);
-        // 32 vectors do not fit the registers: read them where they are (an array of them was
-        // copied to the stack, a `memcpy` per super-block)
-        let v = |i: usize| _mm256_loadu_ps(p.add(8 * i));
-        let amax = {
-            let mut m = [_mm256_andnot_ps(sign, v(0)), _mm256_andnot_ps(sign, v(1)), _mm256_andnot_ps(sign, v(2)), _mm256_andnot_ps(sign, v(3))];
-            for i in 4..32 {
-                m[i % 4] = _mm256_max_ps(m[i % 4], _mm256_andnot_ps(sign, v(i)));
-            }
-            max_abs8(&m)
-        };
-        if amax == 0.0 {
-            core::ptr::write_bytes(o, 0, 292);
-            continue;
-        }
-        // the first element of largest magnitude gives the sign
-        let am = _mm256_set1_ps(amax);
-        let mut first = 0;
-        for i in 0..32 {
-            let mask = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_EQ_OQ>(_mm256_andnot_ps(sign, v(i)), am));
-            if mask != 0 {
-                first = 8 * i + mask.trailing_zeros() as usize;
-                break;
-            }
-        }
-        let iscale = -127.0 / *p.add(first);
-        let m = _mm256_set1_ps(iscale);
-        let c127 = _mm256_set1_epi32(127);
-        for g in 0..8 {
-            let mut i = [_mm256_setzero_si256(); 4];
-            for t in 0..4 {
-                i[t] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(v(4 * g + t), m)), c127);
-            }
+        let group = |g: usize, i: [__m256i; 4]| {
             _mm256_storeu_si256(o.add(4 + 32 * g) as *mut __m256i, pack32(i));
             let s0 = hsum_i32(_mm256_add_epi32(i[0], i[1]));
             let s1 = hsum_i32(_mm256_add_epi32(i[2], i[3]));
             (o.add(260 + 4 * g) as *mut i16).write_unaligned(s0 as i16);
             (o.add(262 + 4 * g) as *mut i16).write_unaligned(s1 as i16);
+        };
+        match q8k_block(x.as_ptr().add(256 * b), group) {
+            Some(iscale) => (o as *mut f32).write_unaligned(1.0 / iscale),
+            None => core::ptr::write_bytes(o, 0, 292),
         }
-        (o as *mut f32).write_unaligned(1.0 / iscale);
+    }
+}
+
+/// Q8_K rows written straight in the packed tiles' Split32 layout, the bytes
+/// `matmul::quantize_rows_q8k_split` makes of `quantize_q8_k`'s: the quants, `d` per 32-element
+/// block, then per block its two 16-element sums as i32 (`sub16`) or `d·Σq` as f32.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn quantize_q8_k_split32(x: &[f32], dst: &mut [u8], sub16: bool) {
+    let k = x.len();
+    let nb = k / 32;
+    assert!(dst.len() >= k + 4 * nb + if sub16 { 8 * nb } else { 4 * nb });
+    let o = dst.as_mut_ptr();
+    for sb in 0..k / 256 {
+        let (mut s0, mut s1) = ([_mm256_setzero_si256(); 8], [_mm256_setzero_si256(); 8]);
+        let group = |g: usize, i: [__m256i; 4]| {
+            _mm256_storeu_si256(o.add(256 * sb + 32 * g) as *mut __m256i, pack32(i));
+            s0[g] = _mm256_add_epi32(i[0], i[1]);
+            s1[g] = _mm256_add_epi32(i[2], i[3]);
+        };
+        let d = match q8k_block(x.as_ptr().add(256 * sb), group) {
+            Some(iscale) => 1.0 / iscale,
+            None => {
+                core::ptr::write_bytes(o.add(256 * sb), 0, 256);
+                0.0
+            }
+        };
+        // blocks 8·sb .. 8·sb + 8
+        _mm256_storeu_ps(o.add(k + 32 * sb) as *mut f32, _mm256_set1_ps(d));
+        let (a, b) = (lane_sum8(s0), lane_sum8(s1));
+        if sub16 {
+            let (lo, hi) = (_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
+            let at = o.add(k + 4 * nb + 64 * sb);
+            _mm256_storeu_si256(at as *mut __m256i, _mm256_permute2x128_si256::<0x20>(lo, hi));
+            _mm256_storeu_si256(at.add(32) as *mut __m256i, _mm256_permute2x128_si256::<0x31>(lo, hi));
+        } else {
+            let sums = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_add_epi32(a, b)));
+            _mm256_storeu_ps(o.add(k + 4 * nb + 32 * sb) as *mut f32, sums);
+        }
     }
 }
 
