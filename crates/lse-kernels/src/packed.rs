@@ -467,8 +467,8 @@ impl PackedMatrix {
     }
 
     /// Whether tiles over more rows than [`PackedMatrix::unpack_above`] rebuild a group's quants
-    /// as bytes once per call ([`UNPACK_ROWS`] rows, a prefill's [`PREFILL_UNPACK_ROWS`]) instead of from nibbles (and planes) on every
-    /// pass: every nibble format (VNNI, Intel host: Q4_K prefill tile +12 %, Q5_0 +5–11 %, Q4_1
+    /// as bytes once per call ([`UNPACK_ROWS`] rows, a prefill's [`PREFILL_UNPACK_ROWS`]) instead
+    /// of from nibbles (and planes) on every pass: every nibble format (VNNI, Intel host: Q4_K prefill tile +12 %, Q5_0 +5–11 %, Q4_1
     /// −1 to +3 %).
     fn unpacks(&self) -> bool {
         self.nib
@@ -644,12 +644,14 @@ impl PackedMatrix {
     /// [`PREFILL_UNPACK_ROWS`]; VNNI tiles over two groups of Q8_0 run several passes of
     /// [`PAIR_ROWS`] a call.
     pub(crate) fn prefill_rows_per_tile(&self) -> usize {
-        match (self.pairs(), self.nib) {
-            (_, true) => PREFILL_UNPACK_ROWS,
+        if self.nib {
+            PREFILL_UNPACK_ROWS
+        } else if self.pairs() {
             // Q8_0: 4 passes (the LM-head shape 32768 × 640 × 128 ran 14 % slower with 64 rows
             // a call: their activations no longer stay in L1 beside the two groups)
-            (true, false) => 4 * PAIR_ROWS,
-            _ => self.rows_per_tile(),
+            4 * PAIR_ROWS
+        } else {
+            self.rows_per_tile()
         }
     }
 

@@ -287,7 +287,7 @@ pub(super) unsafe fn tile(a: &Args, kind: Kind, min: bool, scales: Scales, nx: u
             return;
         }};
     }
-    if halves == 2 && nx > 1 && kind == Kind::Sub16Bytes && a.nb * a.bb > SUB16_RANGE_BYTES {
+    if halves == 2 && nx > 1 && kind == Kind::Sub16Bytes {
         return sub16_bytes_ranges(a, nx);
     }
     if halves == 2 && nx > 1 {
@@ -299,7 +299,6 @@ pub(super) unsafe fn tile(a: &Args, kind: Kind, min: bool, scales: Scales, nx: u
             (Kind::Nib4Bytes, true, Scales::F32) => both_halves!(nib_bytes_pass, true, S_F32, I16_CHUNKS_4BIT),
             (Kind::Nib4Bytes, true, _) => both_halves!(nib_bytes_pass, true, S_F16, I16_CHUNKS_4BIT),
             (Kind::Nib4Bytes, false, _) => both_halves!(nib_bytes_pass, false, S_F16, I16_CHUNKS_4BIT),
-            (Kind::Sub16Bytes, _, _) => both_halves!(sub16_bytes_pass),
             _ => {}
         }
     }
@@ -502,17 +501,9 @@ unsafe fn nib_bytes_pass<const MIN: bool, const S: u8, const C16: usize, const R
     });
 }
 
-/// Rows `j0..j0 + R` against all 16 weight rows of an unpacked Q6_K group: [`half16`]'s sums
-/// and f32 steps per half, with each activation broadcast once for both halves.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn sub16_bytes_pass<const R: usize>(a: &Args, j0: usize) {
-    let mut facc = [[_mm256_setzero_ps(); R]; 2];
-    sub16_bytes_blocks::<R>(a, j0, 0..a.nb, &mut facc);
-    store::<R>(a, j0, 0, &facc[0]);
-    store::<R>(a, j0, 1, &facc[1]);
-}
-
-/// Blocks `bs` of a Q6_K pass over rebuilt bytes (see [`sub16_bytes_pass`]), adding to `facc`.
+/// Blocks `bs` of rows `j0..j0 + R` against all 16 weight rows of an unpacked Q6_K group, adding
+/// to `facc`: [`half16`]'s sums and f32 steps per half, each activation broadcast once for both
+/// halves.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn sub16_bytes_blocks<const R: usize>(a: &Args, j0: usize, bs: core::ops::Range<usize>, facc: &mut [[__m256; R]; 2]) {
     let (nb, k, xs) = (a.nb, a.k, a.xs);
@@ -548,10 +539,11 @@ unsafe fn sub16_bytes_blocks<const R: usize>(a: &Args, j0: usize, bs: core::ops:
     }
 }
 
-/// Rebuilt Q6_K bytes beyond [`SUB16_RANGE_BYTES`] (k ≥ 2048: 40 KiB and more, which leave L1
-/// beside a pass's activation rows): every pass over one range of blocks, then every pass over
-/// the next, each pass's sums kept here between ranges. Per output the same blocks in the same
-/// order as [`sub16_bytes_pass`], so the same bits.
+/// Rebuilt Q6_K bytes, `nx` rows in passes of [`MR_BOTH`] over both halves. A group beyond
+/// [`SUB16_RANGE_BYTES`] (k ≥ 2048: 40 KiB and more, which leave L1 beside a pass's activation
+/// rows) is read a range of blocks at a time: every pass over one range, then every pass over the
+/// next, each pass's sums kept here between ranges (per output the same blocks in the same order,
+/// so the same bits); a smaller group is one range.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn sub16_bytes_ranges(a: &Args, nx: usize) {
     const PASSES: usize = super::PREFILL_UNPACK_ROWS / MR_BOTH;

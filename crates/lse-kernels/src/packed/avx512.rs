@@ -246,9 +246,7 @@ pub(super) unsafe fn tile16<const PLANES: bool, const MR: usize>(a: &Args) {
         let mut i1: [__m512i; MR] = core::array::from_fn(|j| start(j, 4));
         for t in 0..4 {
             let (lo, hi) = if PLANES {
-                let v = _mm512_loadu_si512(wb.add(64 * t) as *const _);
-                let lo = with_bits(_mm512_and_si512(v, m0f), chunk_bits::<2>(wb.add(256), t), hmask);
-                (lo, with_bits(_mm512_and_si512(_mm512_srli_epi16::<4>(v), m0f), chunk_bits::<2>(wb.add(256), 4 + t), hmask))
+                chunks::<2>(wb, t, m0f, hmask)
             } else {
                 (_mm512_loadu_si512(wb.add(64 * t) as *const _), _mm512_loadu_si512(wb.add(64 * (4 + t)) as *const _))
             };
