@@ -237,6 +237,9 @@ struct Defs<'a> {
     /// The root's `$defs` and `definitions`.
     src: &'a Value,
     done: std::collections::HashMap<String, usize>,
+    /// The `$ref`s being followed whose definitions are themselves a `$ref` (an alias names no
+    /// node of its own: a chain of them back to one of these names no value at all).
+    aliases: Vec<String>,
     /// The node of any JSON value, once one is needed.
     any: Option<usize>,
 }
@@ -264,6 +267,48 @@ impl Schema {
         (b + 1, b)
     }
 
+    /// Replaces every `anyOf`'s alternatives by the distinct nodes other than `anyOf` they reach
+    /// through nested ones (a value matches the same nodes, and a byte forks each once); an
+    /// `anyOf` that reaches itself before any byte of a value (left recursion) is refused.
+    fn flatten_alternatives(&mut self) -> Result<(), String> {
+        #[derive(Clone, Copy, PartialEq)]
+        enum Mark {
+            New,
+            Open,
+            Flat,
+        }
+        fn visit(nodes: &mut [Node], mark: &mut [Mark], n: usize) -> Result<(), String> {
+            match mark[n] {
+                Mark::Flat => return Ok(()),
+                Mark::Open => return Err("json_schema: an anyOf leads back to itself before a value starts (left recursion)".into()),
+                Mark::New => {}
+            }
+            let Node::AnyOf(alts) = &nodes[n] else {
+                mark[n] = Mark::Flat;
+                return Ok(());
+            };
+            mark[n] = Mark::Open;
+            let mut leaves: Vec<usize> = Vec::new();
+            for a in alts.clone() {
+                visit(nodes, mark, a)?;
+                let reach = match &nodes[a] {
+                    Node::AnyOf(sub) => sub.clone(),
+                    _ => vec![a],
+                };
+                for l in reach {
+                    if !leaves.contains(&l) {
+                        leaves.push(l);
+                    }
+                }
+            }
+            nodes[n] = Node::AnyOf(leaves);
+            mark[n] = Mark::Flat;
+            Ok(())
+        }
+        let mut mark = vec![Mark::New; self.nodes.len()];
+        (0..self.nodes.len()).try_for_each(|n| visit(&mut self.nodes, &mut mark, n))
+    }
+
     fn first_bytes(&mut self) {
         self.first = self.nodes.iter().map(|n| n.first_bytes(&self.nodes, &mut vec![false; self.nodes.len()])).collect();
     }
@@ -271,8 +316,9 @@ impl Schema {
     /// Compiles `schema`; one line naming the first keyword or value that is not supported.
     pub fn compile(schema: &Value) -> Result<Schema, String> {
         let mut s = Schema { nodes: Vec::new(), root: 0, first: Vec::new() };
-        let mut defs = Defs { src: schema, done: Default::default(), any: None };
+        let mut defs = Defs { src: schema, done: Default::default(), aliases: Vec::new(), any: None };
         s.root = s.node(schema, "the schema", 0, &mut defs)?;
+        s.flatten_alternatives()?;
         s.first_bytes();
         // an object, or alternatives that are all objects (one of several tool calls)
         if (0..256).any(|b| s.first[s.root][b] != (b == b'{' as usize)) {
@@ -304,6 +350,16 @@ impl Schema {
                 return Ok(id);
             }
             let def = defs.src.get(key).and_then(|d| d.get(name)).ok_or_else(|| format!("json_schema: $ref \"{r}\" (in {at}) names no definition"))?;
+            if def.get("$ref").is_some() {
+                if defs.aliases.iter().any(|a| a == r) {
+                    return Err(format!("json_schema: $ref \"{r}\" (in {at}) leads back to itself through $refs alone"));
+                }
+                defs.aliases.push(r.to_string());
+                let id = self.node(def, &format!("definition \"{name}\""), depth + 1, defs)?;
+                defs.aliases.pop();
+                defs.done.insert(r.to_string(), id);
+                return Ok(id);
+            }
             // the definition's node is the next one: known before its body, so it may refer to itself
             defs.done.insert(r.to_string(), self.nodes.len());
             let id = self.node(def, &format!("definition \"{name}\""), depth + 1, defs)?;
@@ -1043,10 +1099,36 @@ mod tests {
             (json!({"type": "object", "properties": {"a": {"type": "array", "items": {"type": "null"}, "minItems": 3, "maxItems": 2}}}), "minItems above"),
             (json!({"type": "object", "properties": {"a": {"type": "string", "maxLength": -1}}}), "must be a count"),
             (json!([1]), "must be a JSON object"),
+            // cycles that name no value: a definition that is its own $ref, two naming each
+            // other, an anyOf that is one of its own alternatives (at the root or below)
+            (json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/a"}}, "$defs": {"a": {"$ref": "#/$defs/a"}}}), "through $refs alone"),
+            (json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/a"}}, "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}}), "through $refs alone"),
+            (json!({"$ref": "#/$defs/r", "$defs": {"r": {"anyOf": [{"$ref": "#/$defs/r"}, {"type": "object"}]}}}), "left recursion"),
+            (
+                json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/x"}},
+                       "$defs": {"x": {"anyOf": [{"$ref": "#/$defs/y"}, {"type": "null"}]}, "y": {"anyOf": [{"type": "string"}, {"$ref": "#/$defs/x"}]}}}),
+                "left recursion",
+            ),
         ] {
             let e = Schema::compile(&schema).unwrap_err();
             assert!(e.contains(phrase), "{schema}: {e}");
         }
+    }
+
+    /// Alternatives of alternatives that reach the same values by 2^30 paths: one fork each.
+    #[test]
+    fn nested_alternatives_fork_once_per_value() {
+        let mut defs = serde_json::Map::new();
+        for i in 0..30 {
+            let next = json!({"$ref": format!("#/$defs/d{}", i + 1)});
+            defs.insert(format!("d{i}"), json!({"anyOf": [next.clone(), next]}));
+        }
+        defs.insert("d30".into(), json!({"anyOf": [{"type": "integer"}, {"type": "string"}]}));
+        let s = Schema::compile(&json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/d0"}}, "$defs": defs})).unwrap();
+        for text in [r#"{"a":12}"#, r#"{"a":"x"}"#] {
+            assert!(fed(&s, text).unwrap().is_complete(), "{text}");
+        }
+        assert!(fed(&s, r#"{"a":null"#).is_none());
     }
 }
 
