@@ -26,6 +26,9 @@ pub enum EvalError {
     /// The engine failed, or produced a non-finite value.
     #[error("engine error: {0}")]
     Engine(String),
+    /// The caller stopped waiting (see `Progress::cancelled`).
+    #[error("the run was cancelled")]
+    Cancelled,
 }
 
 impl EvalError {

@@ -29,6 +29,11 @@ pub struct ProgressInfo {
 pub trait Progress {
     fn update(&mut self, info: &ProgressInfo);
     fn finish(&mut self) {}
+    /// Whether the caller has stopped waiting for the report (a server's client went away): the
+    /// run then ends before its next window with [`EvalError::Cancelled`].
+    fn cancelled(&self) -> bool {
+        false
+    }
 }
 
 /// No progress output.
@@ -285,6 +290,9 @@ pub fn run_prepared<S: Scorer>(scorer: &S, req: &PerplexityRequest, pre: Preflig
     let per_pass = scorer.windows_per_pass(ctx).max(1);
     let mut prefilled: std::collections::VecDeque<S::Rows> = Default::default();
     for (wi, w) in mine.iter().enumerate() {
+        if progress.cancelled() {
+            return Err(EvalError::Cancelled);
+        }
         let tw = Instant::now();
         let positions: Vec<usize> = w.positions().collect();
         let mut wnll = Moments::default();

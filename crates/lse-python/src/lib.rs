@@ -75,7 +75,7 @@ fn eval_error(e: lse_eval::EvalError) -> PyErr {
         | E::WindowTooLarge(_)
         | E::KldBase(_) => PyValueError::new_err(e.to_string()),
         E::Output(_) => pyo3::exceptions::PyOSError::new_err(e.to_string()),
-        E::Engine(_) => PyRuntimeError::new_err(e.to_string()),
+        E::Engine(_) | E::Cancelled => PyRuntimeError::new_err(e.to_string()),
     }
 }
 

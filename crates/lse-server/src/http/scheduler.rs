@@ -52,6 +52,17 @@ pub enum Job {
     Wake,
 }
 
+/// A scoring run's progress that only watches its reply: once the client is gone (the handler
+/// dropped its receiver) the run stops at its next window instead of holding the thread.
+struct UntilClosed<'a, T>(&'a Reply<T>);
+
+impl<T> lse_eval::Progress for UntilClosed<'_, T> {
+    fn update(&mut self, _: &lse_eval::ProgressInfo) {}
+    fn cancelled(&self) -> bool {
+        self.0.is_closed()
+    }
+}
+
 /// The HTTP side's handle.
 pub struct Scheduler {
     tx: SyncSender<Job>,
@@ -248,7 +259,7 @@ impl Worker {
                 if tx.is_closed() {
                     return;
                 }
-                let r = catch_unwind(AssertUnwindSafe(|| lse_eval::run_with(engine, &req, &mut lse_eval::NoProgress)));
+                let r = catch_unwind(AssertUnwindSafe(|| lse_eval::run_with(engine, &req, &mut UntilClosed(&tx))));
                 let _ = tx.send(match r {
                     Ok(Ok(v)) => Ok(v),
                     Ok(Err(e)) => Err(from_eval(&e)),
@@ -261,7 +272,7 @@ impl Worker {
                 }
                 self.metrics.prompt_tokens.fetch_add(ids.len() as u64, Relaxed);
                 let scored = &mut self.scored;
-                let r = catch_unwind(AssertUnwindSafe(|| prompt_logprobs(engine, &ids, top_k, cache_prompt, scored)));
+                let r = catch_unwind(AssertUnwindSafe(|| prompt_logprobs(engine, &ids, top_k, cache_prompt, scored, &|| tx.is_closed())));
                 if let Ok(Ok((_, cached))) = &r {
                     self.metrics.prompt_tokens_cached.fetch_add(*cached as u64, Relaxed);
                 }

@@ -35,9 +35,22 @@ impl Kept<Scored> {
     }
 }
 
+/// Prompt tokens one forward of [`prompt_logprobs`] takes: between slices it asks whether the
+/// client is still there (a long prompt is tens of seconds of the scheduler's thread). The
+/// log-probs are the same whatever the slicing (batch invariance).
+const SCORE_SLICE: usize = 512;
+
 /// Scores every prompt token after the first; also returns how many of those log-probs (and the
-/// KV rows before them) came from a kept prompt (`reuse`: look for one).
-pub fn prompt_logprobs(engine: &Engine, ids: &[u32], top_k: usize, reuse: bool, kept: &mut ScoredPrompts) -> Result<(Vec<PromptLogprob>, usize), ApiError> {
+/// KV rows before them) came from a kept prompt (`reuse`: look for one). Stops between slices of
+/// [`SCORE_SLICE`] tokens once `cancelled` says nobody waits for the answer.
+pub fn prompt_logprobs(
+    engine: &Engine,
+    ids: &[u32],
+    top_k: usize,
+    reuse: bool,
+    kept: &mut ScoredPrompts,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<(Vec<PromptLogprob>, usize), ApiError> {
     if let Some((i, &id)) = ids.iter().enumerate().find(|(_, &t)| t as usize >= engine.n_vocab()) {
         return Err(ApiError::bad_request(format!("token id {id} at index {i} is outside the vocabulary of {}", engine.n_vocab())));
     }
@@ -68,16 +81,22 @@ pub fn prompt_logprobs(engine: &Engine, ids: &[u32], top_k: usize, reuse: bool, 
         }
         None => (engine.new_session(None).map_err(|e| from_engine(&e))?, Vec::new(), 0),
     };
-    let mut batch = Batch::new();
-    batch.add_tokens(0, keep, &ids[keep..], |i| keep + i + 1 < ids.len());
-    let rows = engine.forward(&mut [&mut session], &batch.rows).map_err(|e| from_engine(&e))?;
-    let reqs: Vec<RowRequest> = (keep..ids.len() - 1).map(|p| RowRequest { ids: &ids[p + 1..p + 2], top_k }).collect();
-    let reds = engine.head_reduce(&rows, &reqs).map_err(|e| from_engine(&e))?;
-    lps.extend(reds.iter().map(|r| {
-        let ln_s = r.sum_exp.ln();
-        let lp = |l: f32| lse_eval::stats::log_prob(l, r.max, ln_s);
-        PromptLogprob { logprob: lp(r.picked[0]), top: r.top.iter().map(|&(id, l)| (id, lp(l))).collect() }
-    }));
+    for a in (keep..ids.len()).step_by(SCORE_SLICE) {
+        if cancelled() {
+            return Err(ApiError::unavailable("the client went away"));
+        }
+        let b = (a + SCORE_SLICE).min(ids.len());
+        let mut batch = Batch::new();
+        batch.add_tokens(0, a, &ids[a..b], |i| a + i + 1 < ids.len());
+        let rows = engine.forward(&mut [&mut session], &batch.rows).map_err(|e| from_engine(&e))?;
+        let reqs: Vec<RowRequest> = (a..b.min(ids.len() - 1)).map(|p| RowRequest { ids: &ids[p + 1..p + 2], top_k }).collect();
+        let reds = engine.head_reduce(&rows, &reqs).map_err(|e| from_engine(&e))?;
+        lps.extend(reds.iter().map(|r| {
+            let ln_s = r.sum_exp.ln();
+            let lp = |l: f32| lse_eval::stats::log_prob(l, r.max, ln_s);
+            PromptLogprob { logprob: lp(r.picked[0]), top: r.top.iter().map(|&(id, l)| (id, lp(l))).collect() }
+        }));
+    }
     kept.put(Scored { ids: ids.to_vec(), top_k, lps: lps.clone(), session });
     Ok((lps, keep))
 }
