@@ -40,7 +40,7 @@ fn main() {
     let steps: usize = std::env::var("LSE_BENCH_STEPS").ok().and_then(|v| v.parse().ok()).unwrap_or(128);
     let prompt: u32 = std::env::var("LSE_BENCH_PROMPT").ok().and_then(|v| v.parse().ok()).unwrap_or(512).max(1);
     let sample = std::env::var_os("LSE_BENCH_SAMPLE").is_some();
-    let simd = std::env::var("LSE_BENCH_SIMD").ok().map(|s| lse_engine::parse_simd_level(&s).expect("LSE_BENCH_SIMD: avx512, avx2 or scalar"));
+    let simd = std::env::var("LSE_BENCH_SIMD").ok().filter(|s| !s.is_empty()).map(|s| lse_engine::parse_simd_level(&s).expect("LSE_BENCH_SIMD: avx512, avx2 or scalar"));
     let opts = EngineOptions { threads, kv_len: Some((prompt as usize + steps + 16).next_power_of_two()), simd, ..Default::default() };
     let engine = Engine::load(&path, opts).unwrap();
     let v = engine.n_vocab() as u32;

@@ -41,13 +41,17 @@ pub const EUCLIDEAN: i32 = 2;
 
 /// Scales `v` by llama.cpp's `embd_normalize` rule `p`: -1 leaves it, 0 maps the largest magnitude
 /// to 32760 (an int16 range), 2 gives a Euclidean length of 1, any other p a p-norm of 1 (1:
-/// taxicab). The norm is summed in f64; an all-zero vector stays zero.
+/// taxicab). The norm is summed in f64, a p-norm over magnitudes relative to the largest (so that
+/// a large p neither underflows nor overflows: it tends to the largest magnitude); an all-zero
+/// vector stays zero.
 pub fn normalize(v: &mut [f32], p: i32) {
+    let max_abs = v.iter().fold(0f64, |m, &x| m.max(x.abs() as f64));
     let norm = match p {
         -1 => return,
-        0 => v.iter().fold(0f64, |m, &x| m.max(x.abs() as f64)) / 32760.0,
+        0 => max_abs / 32760.0,
         2 => v.iter().map(|&x| x as f64 * x as f64).sum::<f64>().sqrt(),
-        _ => v.iter().map(|&x| (x.abs() as f64).powi(p)).sum::<f64>().powf(1.0 / p as f64),
+        _ if max_abs == 0.0 => 0.0,
+        _ => max_abs * v.iter().map(|&x| (x.abs() as f64 / max_abs).powi(p)).sum::<f64>().powf(1.0 / p as f64),
     };
     let scale = if norm > 0.0 { (1.0 / norm) as f32 } else { 0.0 };
     v.iter_mut().for_each(|x| *x *= scale);
@@ -205,6 +209,11 @@ mod tests {
         assert_eq!(with(0), [3.0 * s0, -4.0 * s0, 0.0]);
         let l3 = with(3).iter().map(|x| (x.abs() as f64).powi(3)).sum::<f64>();
         assert!((l3 - 1.0).abs() < 1e-6, "{l3}");
+        // a large p: the p-norm tends to the largest magnitude (not 0 from underflow)
+        for p in [300, i32::MAX] {
+            let x = with(p);
+            assert!((x[0] - 0.75).abs() < 1e-6 && (x[1] + 1.0).abs() < 1e-6 && x[2] == 0.0, "p {p}: {x:?}");
+        }
         let mut zero = [0f32; 4];
         normalize(&mut zero, 2);
         assert_eq!(zero, [0.0; 4]);

@@ -28,19 +28,35 @@ fn bad_inputs_get_json_errors_and_the_server_stays_up() {
         ("id outside the vocabulary", "/v1/completions", br#"{"prompt": [1, 49152]}"#.to_vec(), 400),
         ("negative id", "/v1/completions", br#"{"prompt": [1, -4]}"#.to_vec(), 400),
         ("empty prompt list", "/v1/completions", br#"{"prompt": []}"#.to_vec(), 400),
+        ("more prompts than the queue holds", "/v1/completions", json!({"prompt": vec!["a"; 300], "max_tokens": 1}).to_string().into_bytes(), 400),
         ("missing prompt", "/v1/completions", br#"{"max_tokens": 2}"#.to_vec(), 400),
         ("prompt longer than the context", "/v1/completions", json!({"prompt": long, "max_tokens": 1}).to_string().into_bytes(), 400),
         ("echo scoring longer than the context", "/v1/completions", json!({"prompt": long, "max_tokens": 0, "echo": true, "logprobs": 1}).to_string().into_bytes(), 400),
+        ("prompt longer than the context, nothing to generate", "/v1/completions", json!({"prompt": long, "max_tokens": 0}).to_string().into_bytes(), 400),
         ("stream of the wrong type", "/v1/completions", br#"{"prompt": "hi", "stream": "yes"}"#.to_vec(), 400),
         ("stop of the wrong type", "/v1/completions", br#"{"prompt": "hi", "stop": 3}"#.to_vec(), 400),
         ("chat without messages", "/v1/chat/completions", br#"{"max_tokens": 2}"#.to_vec(), 400),
         ("chat message without role", "/v1/chat/completions", br#"{"messages": [{"content": "hi"}]}"#.to_vec(), 400),
         ("chat content of the wrong type", "/v1/chat/completions", br#"{"messages": [{"role": "user", "content": 7}]}"#.to_vec(), 400),
+        ("chat user turn without content", "/v1/chat/completions", br#"{"messages": [{"role": "user", "content": null}]}"#.to_vec(), 400),
+        (
+            "schema that is its own $ref",
+            "/v1/completions",
+            br##"{"prompt": "hi", "response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "object", "properties": {"a": {"$ref": "#/$defs/a"}}, "$defs": {"a": {"$ref": "#/$defs/a"}}}}}}"##.to_vec(),
+            400,
+        ),
+        (
+            "schema with an anyOf among its own alternatives",
+            "/v1/chat/completions",
+            br##"{"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema", "json_schema": {"schema": {"$ref": "#/$defs/r", "$defs": {"r": {"anyOf": [{"$ref": "#/$defs/r"}, {"type": "object"}]}}}}}}"##.to_vec(),
+            400,
+        ),
         ("tokenize without content", "/tokenize", br#"{}"#.to_vec(), 400),
         ("detokenize of a bad id", "/detokenize", br#"{"tokens": [1, 999999]}"#.to_vec(), 400),
         ("perplexity with an unknown field", "/v1/perplexity", br#"{"text": "hello", "bogus": 1}"#.to_vec(), 400),
         ("perplexity of too short a text", "/v1/perplexity", br#"{"text": "hello", "ctx": 64}"#.to_vec(), 400),
         ("perplexity writing a server file", "/v1/perplexity", br#"{"text": "hello", "kld_base_out": "/tmp/x.kld"}"#.to_vec(), 400),
+        ("perplexity reading a server file", "/v1/perplexity", br#"{"text": "hello", "kld_base": "/etc/passwd"}"#.to_vec(), 400),
         ("infill on a model without FIM tokens", "/infill", br#"{"input_prefix": "a", "input_suffix": "b"}"#.to_vec(), 400),
         ("suffix on a model without FIM tokens", "/v1/completions", br#"{"prompt": "a", "suffix": "b"}"#.to_vec(), 400),
         ("embeddings without a pooling", "/v1/embeddings", br#"{"input": "hi"}"#.to_vec(), 400),
@@ -58,6 +74,12 @@ fn bad_inputs_get_json_errors_and_the_server_stays_up() {
     s.health_ok("oversized body");
     // the server still generates
     let r = s.post("/v1/completions", &json!({"prompt": "Hello", "max_tokens": 2, "temperature": 0}));
+    assert_eq!(r.status, 200, "{}", r.text);
+    // a conversation with a tool call: the assistant's turn has null content (OpenAI's clients)
+    let call = json!({"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}});
+    let history = json!([{"role": "user", "content": "Weather in Paris?"}, {"role": "assistant", "content": null, "tool_calls": [call]},
+                         {"role": "tool", "tool_call_id": "c1", "content": "18C"}]);
+    let r = s.post("/v1/chat/completions", &json!({"messages": history, "max_tokens": 2, "temperature": 0}));
     assert_eq!(r.status, 200, "{}", r.text);
     assert!(s.metric("lse_requests_failed_total") >= 20.0);
     assert_eq!(s.terminate(), Some(0), "SIGTERM should end the server with status 0");

@@ -12,11 +12,34 @@ use std::collections::BTreeMap;
 pub type LogitBias = BTreeMap<u32, f32>;
 
 /// One map value: a number, or `false` for −∞.
-#[derive(serde::Deserialize)]
-#[serde(untagged)]
 enum Value {
     Number(f32),
     Flag(bool),
+}
+
+impl<'de> serde::Deserialize<'de> for Value {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Value, D::Error> {
+        struct Bias;
+        impl Visitor<'_> for Bias {
+            type Value = Value;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a bias: a number, or false to ban the token")
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Value, E> {
+                Ok(Value::Number(v as f32))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Value, E> {
+                Ok(Value::Number(v as f32))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Value, E> {
+                Ok(Value::Number(v as f32))
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Value, E> {
+                Ok(Value::Flag(v))
+            }
+        }
+        d.deserialize_any(Bias)
+    }
 }
 
 pub fn serialize<S: Serializer>(bias: &LogitBias, s: S) -> Result<S::Ok, S::Error> {
@@ -59,7 +82,8 @@ pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<LogitBias, D::Erro
         }
         fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<LogitBias, A::Error> {
             let mut out = LogitBias::new();
-            while let Some((id, value)) = a.next_element::<(u32, Value)>()? {
+            while let Some((id, value)) = a.next_element::<(i64, Value)>()? {
+                let id = u32::try_from(id).map_err(|_| serde::de::Error::custom(format!("logit_bias pair [{id}, ..]: {id} is not a token id")))?;
                 add(&mut out, id, value.bias(id)?);
             }
             Ok(out)
@@ -114,6 +138,11 @@ mod tests {
         assert_eq!(list.b, twice.b);
         for bad in [r#"{"b": {"x": 1}}"#, r#"{"b": {"-1": 1}}"#, r#"{"b": {"1": true}}"#, r#"{"b": {"1": "2"}}"#, r#"{"b": [[1]]}"#, r#"{"b": [["1", 2]]}"#, r#"{"b": 3}"#] {
             assert!(serde_json::from_str::<Holder>(bad).is_err(), "{bad}");
+        }
+        // the messages say what a bias and an id are (not serde's enum or type names)
+        for (bad, phrase) in [(r#"{"b": {"1": "x"}}"#, "a number, or false"), (r#"{"b": [[-1, 1]]}"#, "-1 is not a token id")] {
+            let e = serde_json::from_str::<Holder>(bad).unwrap_err().to_string();
+            assert!(e.contains(phrase), "{bad}: {e}");
         }
     }
 

@@ -53,6 +53,7 @@ impl<'a> Fields<'a> {
             Some(v) => match (v.as_i64(), v.as_f64()) {
                 (Some(i), _) => Ok(Some(i)),
                 (None, Some(f)) if f.fract() == 0.0 && f.abs() < 9e15 => Ok(Some(f as i64)),
+                (None, Some(f)) if f.fract() == 0.0 || !f.is_finite() => Err(ApiError::bad_request(format!("\"{key}\" is out of range: {v}"))),
                 _ => Err(wrong(key, "an integer")),
             },
         }

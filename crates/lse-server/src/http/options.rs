@@ -109,12 +109,14 @@ fn json_mode(f: &Fields) -> ApiResult<(bool, Option<serde_json::Value>)> {
 }
 
 /// The tokens a prompt of `prompt_len` may be followed by: `requested` when one of `keys` was
-/// given, else until the context is full (llama-server's -1); a 400 when the prompt leaves no room.
+/// given, else, or when it is -1 (llama-server's `n_predict` default, which its `/props` shows),
+/// until the context is full; a 400 when the prompt leaves no room.
 pub fn max_tokens_or_room(f: &Fields, keys: &[&str], requested: i64, prompt_len: usize, cap: usize) -> ApiResult<i64> {
     if prompt_len >= cap {
         return Err(ApiError::bad_request(format!("the prompt has {prompt_len} tokens; the context holds {cap} (--kv-len), leaving no room to generate")));
     }
-    Ok(if requested < 0 && keys.iter().all(|k| f.get(k).is_none()) { (cap - prompt_len) as i64 } else { requested })
+    let unset = keys.iter().all(|k| f.get(k).is_none());
+    Ok(if requested == -1 || (requested < 0 && unset) { (cap - prompt_len) as i64 } else { requested })
 }
 
 /// `validate()` for a request whose prompt is set, as a 400.
@@ -164,4 +166,25 @@ pub fn stream_flags(f: &Fields) -> ApiResult<(bool, bool)> {
         Some(_) => return Err(wrong("stream_options", "an object")),
     };
     Ok((stream, usage))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+
+    #[test]
+    fn max_tokens_minus_one_means_until_the_context_is_full() {
+        let room = |body: Value, requested| {
+            let Value::Object(m) = body else { unreachable!() };
+            max_tokens_or_room(&Fields(&m), &["n_predict"], requested, 100, 1000).map_err(|e| e.body().to_string())
+        };
+        assert_eq!(room(json!({}), -1).unwrap(), 900);
+        assert_eq!(room(json!({"n_predict": -1}), -1).unwrap(), 900);
+        assert_eq!(room(json!({"n_predict": 5}), 5).unwrap(), 5);
+        // other negatives stay what was asked (validation refuses them)
+        assert_eq!(room(json!({"n_predict": -2}), -2).unwrap(), -2);
+        let Value::Object(m) = json!({}) else { unreachable!() };
+        assert!(max_tokens_or_room(&Fields(&m), &["n_predict"], -1, 1000, 1000).is_err());
+    }
 }

@@ -46,7 +46,16 @@ fn normalise(messages: &Value) -> ApiResult<Value> {
             o.insert("content".into(), Value::String(text));
         }
         match o.get("content") {
-            None | Some(Value::Null) | Some(Value::String(_)) => {}
+            Some(Value::String(_)) => {}
+            // an assistant turn that only calls tools (OpenAI's clients send null): empty text, which
+            // templates that join the turn's parts with `+` can render (llama-server asks for
+            // content on every other turn)
+            None | Some(Value::Null) if o.get("tool_calls").is_some_and(|c| !c.is_null()) => {
+                o.insert("content".into(), Value::String(String::new()));
+            }
+            None | Some(Value::Null) => {
+                return Err(ApiError::bad_request(format!("\"messages\"[{i}].content is missing (it may be null only on a turn with tool_calls)")))
+            }
             _ => return Err(ApiError::bad_request(format!("\"messages\"[{i}].content must be a string or a list of text parts"))),
         }
         out.push(Value::Object(o));

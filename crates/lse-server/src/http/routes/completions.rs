@@ -62,12 +62,23 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
     }
     let prompts = prompts::parse(&ready.engine, "prompt", f.get("prompt"), suffix)?;
     let n = choices(&f)?;
+    // every prompt × choice is one job of the scheduler's queue: more than it holds never fits
+    if prompts.len() * n > crate::http::QUEUE {
+        return Err(ApiError::bad_request(format!(
+            "{} prompts × n {n} are more sequences than one request may ask for ({})",
+            prompts.len(),
+            crate::http::QUEUE
+        )));
+    }
     let max_tokens = base.max_tokens;
     let mut reqs = Vec::with_capacity(prompts.len());
     for (i, p) in prompts.iter().enumerate() {
+        let cap = ready.engine.kv_capacity();
+        if p.ids.len() > cap {
+            return Err(ApiError::bad_request(format!("the prompt has {} tokens; the context holds {cap} (--kv-len)", p.ids.len())));
+        }
         let r = GenerateRequest { prompt: Prompt::Tokens(p.ids.clone()), top_logprobs: logprobs.unwrap_or(0), ..base.clone() };
         let r = validated(r)?;
-        let cap = ready.engine.kv_capacity();
         if max_tokens > 0 && p.ids.len() >= cap {
             return Err(ApiError::bad_request(format!(
                 "the prompt has {} tokens; the context holds {cap} (--kv-len), leaving no room to generate",

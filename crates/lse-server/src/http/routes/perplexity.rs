@@ -17,10 +17,11 @@ pub async fn perplexity(State(app): State<AppState>, JsonObject(body): JsonObjec
 
 async fn run(app: &AppState, body: serde_json::Map<String, Value>) -> ApiResult<Json<Value>> {
     let ready = app.ready()?;
-    for field in ["kld_base_out", "shard", "shard_out"] {
+    // file paths name the server's files: a client may neither write them nor probe them
+    for (field, does) in [("kld_base_out", "writes"), ("shard", "writes"), ("shard_out", "writes"), ("kld_base", "reads")] {
         if body.get(field).is_some_and(|v| !v.is_null()) {
             return Err(ApiError::bad_request(format!(
-                "\"{field}\" writes a file on the server and is not served over HTTP; use the CLI or the library"
+                "\"{field}\" {does} a file on the server and is not served over HTTP; use the CLI or the library"
             )));
         }
     }
