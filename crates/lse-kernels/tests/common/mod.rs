@@ -8,10 +8,10 @@ use lse_kernels::quant::{dot_type, quantize_activation, scalar_dot_fn};
 use lse_kernels::GgmlType;
 use std::path::PathBuf;
 
-/// Caps the SIMD level to `LSE_BENCH_SIMD` (avx512, avx2 or scalar) when it is set: the benches'
-/// way to measure what a CPU without the higher levels gets.
+/// Caps the SIMD level to `LSE_BENCH_SIMD` (avx512, avx2 or scalar) when it is set and not empty:
+/// the benches' way to measure what a CPU without the higher levels gets.
 pub fn cap_simd_from_env() {
-    if let Ok(s) = std::env::var("LSE_BENCH_SIMD") {
+    if let Some(s) = std::env::var("LSE_BENCH_SIMD").ok().filter(|s| !s.is_empty()) {
         let level = lse_kernels::simd::parse_level(&s).unwrap_or_else(|| panic!("LSE_BENCH_SIMD={s}: use avx512, avx2 or scalar"));
         lse_kernels::simd::cap_level(level).unwrap_or_else(|e| panic!("{e}"));
     }
