@@ -133,3 +133,32 @@ fn corrupt_hyperparameters_are_refused() {
         assert!(matches!(e, EngineError::Metadata(_)) && e.to_string().contains(want), "{tag}: {e}");
     }
 }
+
+#[test]
+fn a_bias_that_bans_every_token_is_refused() {
+    use lse_engine::{GenerateRequest, Prompt};
+    let engine = Engine::load(&tiny(), opts()).unwrap();
+    let n = engine.n_vocab() as u32;
+    let ban = |ids: &mut dyn Iterator<Item = u32>| ids.map(|id| (id, f32::NEG_INFINITY)).collect();
+    let req = |bias, min_tokens| GenerateRequest {
+        prompt: Prompt::Tokens(vec![1, 2, 3]),
+        max_tokens: 4,
+        min_tokens,
+        sampling: lse_engine::SamplingParams { logit_bias: bias, ..Default::default() },
+        ..Default::default()
+    };
+    let all = ban(&mut (0..n));
+    let e = engine.start_sequence(&req(all, 0)).err().unwrap();
+    assert!(matches!(&e, EngineError::InvalidRequest(m) if m.contains("every token")), "{e}");
+    // every token but those that end the answer, which min_tokens holds back
+    let eog = engine.tokenizer().eog_ids().to_vec();
+    assert!(!eog.is_empty());
+    let but_eog = ban(&mut (0..n).filter(|id| !eog.contains(id)));
+    let e = engine.start_sequence(&req(but_eog, 2)).err().unwrap();
+    assert!(matches!(&e, EngineError::InvalidRequest(m) if m.contains("min_tokens")), "{e}");
+    // without min_tokens the end of the answer may come at once; one open token is enough
+    let but_eog = ban(&mut (0..n).filter(|id| !eog.contains(id)));
+    assert!(engine.start_sequence(&req(but_eog, 0)).is_ok());
+    let but_one = ban(&mut (0..n).filter(|&id| id != 7));
+    assert!(engine.start_sequence(&req(but_one, 2)).is_ok());
+}

@@ -145,6 +145,25 @@ impl Engine {
         })
     }
 
+    /// A 400 when `logit_bias` bans every token (with `min_tokens`, every token but those that
+    /// end the answer): no step could sample anything.
+    fn refuse_all_banned(&self, req: &GenerateRequest) -> Result<(), EngineError> {
+        let banned = |id: u32| req.sampling.logit_bias.get(&id) == Some(&f32::NEG_INFINITY);
+        let n_banned = req.sampling.logit_bias.values().filter(|&&b| b == f32::NEG_INFINITY).count();
+        if n_banned < self.n_vocab().saturating_sub(self.tokenizer().eog_ids().len() + req.stop_token_ids.len()) {
+            return Ok(());
+        }
+        let ends = |id: u32| (!req.ignore_eos && self.tokenizer().is_eog(id)) || req.stop_token_ids.contains(&id);
+        let open: Vec<u32> = (0..self.n_vocab() as u32).filter(|&id| !banned(id)).collect();
+        if open.is_empty() {
+            return Err(EngineError::InvalidRequest("logit_bias bans every token of the vocabulary".into()));
+        }
+        if req.min_tokens > 0 && open.iter().all(|&id| ends(id)) {
+            return Err(EngineError::InvalidRequest("logit_bias leaves only tokens that end the answer, which min_tokens holds back".into()));
+        }
+        Ok(())
+    }
+
     /// As [`Engine::start_sequence`], in `session` when one is given (prefix reuse, llama-server's
     /// `cache_prompt`): the tokens it shares with the prompt ([`Session::reusable_prefix`]) stay
     /// and only the rest of the prompt runs; whatever else it held is dropped. Batch invariance
@@ -165,6 +184,7 @@ impl Engine {
                 return Err(EngineError::InvalidRequest(format!("{what} token id {id} is outside the vocabulary of {}", self.n_vocab())));
             }
         }
+        self.refuse_all_banned(req)?;
         let (session, fed) = match session {
             Some(mut s) => {
                 let keep = s.reusable_prefix(&prompt);
