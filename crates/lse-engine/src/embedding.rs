@@ -45,13 +45,15 @@ pub const EUCLIDEAN: i32 = 2;
 /// a large p neither underflows nor overflows: it tends to the largest magnitude); an all-zero
 /// vector stays zero.
 pub fn normalize(v: &mut [f32], p: i32) {
-    let max_abs = v.iter().fold(0f64, |m, &x| m.max(x.abs() as f64));
+    let max_abs = || v.iter().fold(0f64, |m, &x| m.max(x.abs() as f64));
     let norm = match p {
         -1 => return,
-        0 => max_abs / 32760.0,
+        0 => max_abs() / 32760.0,
         2 => v.iter().map(|&x| x as f64 * x as f64).sum::<f64>().sqrt(),
-        _ if max_abs == 0.0 => 0.0,
-        _ => max_abs * v.iter().map(|&x| (x.abs() as f64 / max_abs).powi(p)).sum::<f64>().powf(1.0 / p as f64),
+        _ => match max_abs() {
+            0.0 => 0.0,
+            m => m * v.iter().map(|&x| (x.abs() as f64 / m).powi(p)).sum::<f64>().powf(1.0 / p as f64),
+        },
     };
     let scale = if norm > 0.0 { (1.0 / norm) as f32 } else { 0.0 };
     v.iter_mut().for_each(|x| *x *= scale);

@@ -133,8 +133,9 @@ impl Node {
         }
     }
 
-    /// The bytes a value of this node can start with (of `nodes`, for alternatives).
-    fn first_bytes(&self, nodes: &[Node], seen: &mut Vec<bool>) -> [bool; 256] {
+    /// The bytes a value of this node can start with (of `nodes`, for alternatives, which are
+    /// never alternatives themselves once compiled: see `Schema::flatten_alternatives`).
+    fn first_bytes(&self, nodes: &[Node]) -> [bool; 256] {
         let mut set = [false; 256];
         match self {
             Node::Object(_) | Node::Map { .. } => set[b'{' as usize] = true,
@@ -148,10 +149,8 @@ impl Node {
             Node::Literals(lits) => lits.iter().filter_map(|l| l.first()).for_each(|&b| set[b as usize] = true),
             Node::AnyOf(alts) => {
                 for &a in alts {
-                    if !std::mem::replace(&mut seen[a], true) {
-                        let sub = nodes[a].first_bytes(nodes, seen);
-                        (0..256).for_each(|b| set[b] |= sub[b]);
-                    }
+                    let sub = nodes[a].first_bytes(nodes);
+                    (0..256).for_each(|b| set[b] |= sub[b]);
                 }
             }
         }
@@ -310,7 +309,7 @@ impl Schema {
     }
 
     fn first_bytes(&mut self) {
-        self.first = self.nodes.iter().map(|n| n.first_bytes(&self.nodes, &mut vec![false; self.nodes.len()])).collect();
+        self.first = self.nodes.iter().map(|n| n.first_bytes(&self.nodes)).collect();
     }
 
     /// Compiles `schema`; one line naming the first keyword or value that is not supported.

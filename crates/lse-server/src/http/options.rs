@@ -112,11 +112,19 @@ fn json_mode(f: &Fields) -> ApiResult<(bool, Option<serde_json::Value>)> {
 /// given, else, or when it is -1 (llama-server's `n_predict` default, which its `/props` shows),
 /// until the context is full; a 400 when the prompt leaves no room.
 pub fn max_tokens_or_room(f: &Fields, keys: &[&str], requested: i64, prompt_len: usize, cap: usize) -> ApiResult<i64> {
-    if prompt_len >= cap {
-        return Err(ApiError::bad_request(format!("the prompt has {prompt_len} tokens; the context holds {cap} (--kv-len), leaving no room to generate")));
-    }
+    prompt_fits(prompt_len, cap, true)?;
     let unset = keys.iter().all(|k| f.get(k).is_none());
     Ok(if requested == -1 || (requested < 0 && unset) { (cap - prompt_len) as i64 } else { requested })
+}
+
+/// A 400 when a prompt of `prompt_len` tokens does not fit the context of `cap`, or, when it is
+/// to be followed by generated tokens (`generating`), fills it.
+pub fn prompt_fits(prompt_len: usize, cap: usize, generating: bool) -> ApiResult<()> {
+    if prompt_len > cap || (generating && prompt_len == cap) {
+        let room = if generating { ", leaving no room to generate" } else { "" };
+        return Err(ApiError::bad_request(format!("the prompt has {prompt_len} tokens; the context holds {cap} (--kv-len){room}")));
+    }
+    Ok(())
 }
 
 /// `validate()` for a request whose prompt is set, as a 400.

@@ -6,7 +6,7 @@ use crate::http::body::{Fields, JsonObject};
 use crate::http::errors::{ApiError, ApiResult};
 use crate::http::generate::{self, finish_name, Outcome};
 use crate::http::openai::{now_secs, response_id, usage_of, LogprobsObject};
-use crate::http::options::{cache_prompt, choices, for_choice, generate_request, stream_flags, validated, DEFAULT_MAX_TOKENS};
+use crate::http::options::{cache_prompt, choices, for_choice, generate_request, prompt_fits, stream_flags, validated, DEFAULT_MAX_TOKENS};
 use crate::http::prompts::{self, PromptIn};
 use crate::http::scheduler::Event;
 use crate::http::scoring::PromptLogprob;
@@ -73,18 +73,9 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
     let max_tokens = base.max_tokens;
     let mut reqs = Vec::with_capacity(prompts.len());
     for (i, p) in prompts.iter().enumerate() {
-        let cap = ready.engine.kv_capacity();
-        if p.ids.len() > cap {
-            return Err(ApiError::bad_request(format!("the prompt has {} tokens; the context holds {cap} (--kv-len)", p.ids.len())));
-        }
         let r = GenerateRequest { prompt: Prompt::Tokens(p.ids.clone()), top_logprobs: logprobs.unwrap_or(0), ..base.clone() };
         let r = validated(r)?;
-        if max_tokens > 0 && p.ids.len() >= cap {
-            return Err(ApiError::bad_request(format!(
-                "the prompt has {} tokens; the context holds {cap} (--kv-len), leaving no room to generate",
-                p.ids.len()
-            )));
-        }
+        prompt_fits(p.ids.len(), ready.engine.kv_capacity(), max_tokens > 0)?;
         reqs.extend((0..n).map(|j| (i * n + j, for_choice(&r, j))));
     }
     let plan = Plan { prompts, reqs, echo, logprobs, max_tokens, cache_prompt: cache_prompt(&f)?, n, model: app.model_id() };
