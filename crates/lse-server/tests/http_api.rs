@@ -296,6 +296,51 @@ fn perplexity_waits_behind_generation_and_both_finish() {
     assert!(p.json()["perplexity"].as_f64().unwrap() > 1.0);
 }
 
+/// A completion sent while a long scoring job runs (a 16-window perplexity, then a 2000-token
+/// echo) steps between its windows or slices and answers first; the scores equal those of the
+/// same jobs run alone.
+#[test]
+fn generation_runs_between_the_windows_of_a_long_scoring_job() {
+    let Some(m) = model() else { return };
+    let s = Server::start(&m, &[]);
+    let ppl = json!({"text": http::wiki(0, 60000), "ctx": 256, "chunks": 16});
+    let ids: Vec<u32> = (0..2000).map(|i| 200 + (i * 7919) % 40000).collect();
+    let echo = json!({"prompt": ids, "echo": true, "logprobs": 1, "max_tokens": 0, "cache_prompt": false});
+    let quick = json!({"prompt": "The capital of France is", "max_tokens": 6, "ignore_eos": true, "temperature": 0});
+    for (path, job) in [("/v1/perplexity", &ppl), ("/v1/completions", &echo)] {
+        let started = s.metric("lse_scoring_requests_total");
+        let order = std::sync::Mutex::new(Vec::new());
+        let (long, short) = std::thread::scope(|sc| {
+            let long = sc.spawn(|| {
+                let r = s.post(path, job);
+                order.lock().unwrap().push("scoring");
+                r
+            });
+            // the scoring job has begun before the completion is sent
+            let t = std::time::Instant::now();
+            while s.metric("lse_scoring_requests_total") == started {
+                assert!(t.elapsed().as_secs() < 60, "{path} never started");
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            let short = s.post("/v1/completions", &quick);
+            order.lock().unwrap().push("completion");
+            (long.join().unwrap(), short)
+        });
+        assert_eq!(short.status, 200, "{}", short.text);
+        assert_eq!(short.json()["usage"]["completion_tokens"], 6);
+        assert_eq!(long.status, 200, "{path}: {}", long.text);
+        assert_eq!(*order.lock().unwrap(), ["completion", "scoring"], "{path}: the completion waited for the scoring job");
+        let alone = s.post(path, job);
+        assert_eq!(alone.status, 200);
+        if path == "/v1/perplexity" {
+            assert_eq!(long.json()["perplexity"].as_f64().unwrap().to_bits(), alone.json()["perplexity"].as_f64().unwrap().to_bits());
+        } else {
+            let lps = |r: &http::Reply| r.json()["choices"][0]["logprobs"]["token_logprobs"].clone();
+            assert_eq!(lps(&long), lps(&alone));
+        }
+    }
+}
+
 #[test]
 fn health_is_503_while_the_model_loads_then_ok_and_a_rich_chat_template_renders() {
     // Qwen2.5-Coder takes seconds to load here: long enough to see the loading state

@@ -66,6 +66,7 @@ pub fn from_eval(e: &lse_eval::EvalError) -> ApiError {
     use lse_eval::EvalError as E;
     match e {
         E::Engine(_) | E::Output(_) => ApiError::internal(e.to_string()),
+        E::Cancelled => ApiError::unavailable("scoring stopped: the client left or the server is shutting down"),
         _ => ApiError::bad_request(e.to_string()),
     }
 }

@@ -7,8 +7,10 @@
 //! sequence's session that shares more (the `n` choices of a prompt, one system prompt sent by
 //! many clients at once: a prompt waits while such a sequence prefills its prefix). Scoring jobs
 //! (perplexity, prompt log-probs, embeddings) run on the same thread, in queue order, once the sequences
-//! admitted before them have finished. A panic inside engine work fails the jobs it touched;
-//! the thread goes on.
+//! admitted before them have finished; between a perplexity run's windows (a prompt's 512-token
+//! slices) the generations queued after it run for about as long as the last window took, so a
+//! long scoring job halves their speed instead of holding them. A panic inside engine work fails
+//! the jobs it touched; the thread goes on.
 
 use super::errors::{from_engine, from_eval, ApiError};
 use super::metrics::Metrics;
@@ -52,14 +54,23 @@ pub enum Job {
     Wake,
 }
 
-/// A scoring run's progress that only watches its reply: once the client is gone (the handler
-/// dropped its receiver) the run stops at its next window instead of holding the thread.
-struct UntilClosed<'a, T>(&'a Reply<T>);
+/// A perplexity run's progress on the scheduler thread: after each window the generations
+/// queued after it step for as long as that window took ([`Worker::generate_for`]); once the
+/// client is gone (the handler dropped its receiver) or the server stops, the run ends before
+/// its next window.
+struct Sharing<'a, T> {
+    worker: &'a mut Worker,
+    reply: &'a Reply<T>,
+    since: Instant,
+}
 
-impl<T> lse_eval::Progress for UntilClosed<'_, T> {
-    fn update(&mut self, _: &lse_eval::ProgressInfo) {}
+impl<T> lse_eval::Progress for Sharing<'_, T> {
+    fn update(&mut self, _: &lse_eval::ProgressInfo) {
+        self.worker.generate_for(self.since.elapsed());
+        self.since = Instant::now();
+    }
     fn cancelled(&self) -> bool {
-        self.0.is_closed()
+        self.reply.is_closed() || self.worker.stop.load(Relaxed)
     }
 }
 
@@ -77,8 +88,9 @@ impl Scheduler {
         let parallel = parallel.max(1);
         let cache = SessionCache::new(parallel);
         let scored = ScoredPrompts::new(parallel);
-        let worker = Worker { engine, parallel, metrics, stop: stop.clone(), running: Vec::new(), waiting: VecDeque::new(), cache, scored };
-        let handle = std::thread::Builder::new().name("lse-scheduler".into()).spawn(move || worker.run(rx)).expect("spawn the scheduler thread");
+        let worker =
+            Worker { engine, parallel, metrics, stop: stop.clone(), rx, running: Vec::new(), waiting: VecDeque::new(), scoring: false, cache, scored };
+        let handle = std::thread::Builder::new().name("lse-scheduler".into()).spawn(move || worker.run()).expect("spawn the scheduler thread");
         (Scheduler { tx, stop }, handle)
     }
 
@@ -123,8 +135,11 @@ struct Worker {
     parallel: usize,
     metrics: Arc<Metrics>,
     stop: Arc<AtomicBool>,
+    rx: Receiver<Job>,
     running: Vec<Running>,
     waiting: VecDeque<Job>,
+    /// A scoring job is running (further ones wait for it; generations step between its windows).
+    scoring: bool,
     cache: SessionCache,
     scored: ScoredPrompts,
 }
@@ -140,39 +155,65 @@ fn internal_panic(p: Box<dyn std::any::Any + Send>) -> ApiError {
 }
 
 impl Worker {
-    fn run(mut self, rx: Receiver<Job>) {
+    fn run(mut self) {
         loop {
             if self.running.is_empty() && self.waiting.is_empty() && !self.stop.load(Relaxed) {
-                match rx.recv() {
+                match self.rx.recv() {
                     Ok(j) => self.waiting.push_back(j),
                     Err(_) => break,
                 }
             }
-            while let Ok(j) = rx.try_recv() {
-                self.waiting.push_back(j);
-            }
+            self.pull();
             if self.stop.load(Relaxed) {
                 self.fail_all();
-                while let Ok(j) = rx.try_recv() {
-                    self.waiting.push_back(j);
-                }
+                self.pull();
                 self.fail_all();
                 break;
             }
-            self.retire(|r| r.tx.is_closed());
-            self.admit();
-            self.metrics.queue_depth.store(self.waiting.len() as u64, Relaxed);
-            self.metrics.busy_sequences.store(self.running.len() as u64, Relaxed);
-            if !self.running.is_empty() {
-                self.step();
-                self.metrics.busy_sequences.store(self.running.len() as u64, Relaxed);
-            }
+            self.admit_and_step();
         }
         self.metrics.busy_sequences.store(0, Relaxed);
     }
 
+    /// Queues the jobs that have arrived.
+    fn pull(&mut self) {
+        while let Ok(j) = self.rx.try_recv() {
+            self.waiting.push_back(j);
+        }
+    }
+
+    /// Drops the sequences whose clients left, starts what may start, and steps the running
+    /// sequences once.
+    fn admit_and_step(&mut self) {
+        self.retire(|r| r.tx.is_closed());
+        self.admit();
+        self.metrics.queue_depth.store(self.waiting.len() as u64, Relaxed);
+        self.metrics.busy_sequences.store(self.running.len() as u64, Relaxed);
+        if !self.running.is_empty() {
+            self.step();
+            self.metrics.busy_sequences.store(self.running.len() as u64, Relaxed);
+        }
+    }
+
+    /// Between a scoring job's windows: the generations queued after it start and step until
+    /// `share` has passed (at least one step when any is running), so both go on at about half
+    /// speed. The scoring's results do not change (batch invariance: separate sessions).
+    fn generate_for(&mut self, share: std::time::Duration) {
+        let t = Instant::now();
+        loop {
+            self.pull();
+            if self.stop.load(Relaxed) {
+                return;
+            }
+            self.admit_and_step();
+            if self.running.is_empty() || t.elapsed() >= share {
+                return;
+            }
+        }
+    }
+
     /// Starts waiting generations while there is room; runs a scoring job at the front of the
-    /// queue once nothing is running.
+    /// queue once nothing is running and no other scoring job is.
     fn admit(&mut self) {
         while let Some(front) = self.waiting.front() {
             match front {
@@ -220,7 +261,7 @@ impl Worker {
                     }
                 }
                 Job::Generate { .. } => break,
-                _ if self.running.is_empty() => {
+                _ if self.running.is_empty() && !self.scoring => {
                     let job = self.waiting.pop_front().expect("front exists");
                     self.score(job);
                 }
@@ -251,15 +292,24 @@ impl Worker {
         }
     }
 
+    /// Runs a scoring job; no other starts meanwhile.
     fn score(&mut self, job: Job) {
+        self.scoring = true;
+        self.run_scoring(job);
+        self.scoring = false;
+    }
+
+    fn run_scoring(&mut self, job: Job) {
         self.metrics.scoring_requests.fetch_add(1, Relaxed);
-        let engine = &*self.engine;
+        let engine = self.engine.clone();
+        let engine = &*engine;
         match job {
             Job::Perplexity { req, tx } => {
                 if tx.is_closed() {
                     return;
                 }
-                let r = catch_unwind(AssertUnwindSafe(|| lse_eval::run_with(engine, &req, &mut UntilClosed(&tx))));
+                let mut sharing = Sharing { worker: self, reply: &tx, since: Instant::now() };
+                let r = catch_unwind(AssertUnwindSafe(|| lse_eval::run_with(engine, &req, &mut sharing)));
                 let _ = tx.send(match r {
                     Ok(Ok(v)) => Ok(v),
                     Ok(Err(e)) => Err(from_eval(&e)),
@@ -271,8 +321,15 @@ impl Worker {
                     return;
                 }
                 self.metrics.prompt_tokens.fetch_add(ids.len() as u64, Relaxed);
-                let scored = &mut self.scored;
-                let r = catch_unwind(AssertUnwindSafe(|| prompt_logprobs(engine, &ids, top_k, cache_prompt, scored, &|| tx.is_closed())));
+                let mut scored = std::mem::replace(&mut self.scored, ScoredPrompts::new(0));
+                let mut since = Instant::now();
+                let mut between = || {
+                    self.generate_for(since.elapsed());
+                    since = Instant::now();
+                    !tx.is_closed() && !self.stop.load(Relaxed)
+                };
+                let r = catch_unwind(AssertUnwindSafe(|| prompt_logprobs(engine, &ids, top_k, cache_prompt, &mut scored, &mut between)));
+                self.scored = scored;
                 if let Ok(Ok((_, cached))) = &r {
                     self.metrics.prompt_tokens_cached.fetch_add(*cached as u64, Relaxed);
                 }

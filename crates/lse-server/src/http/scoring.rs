@@ -35,21 +35,21 @@ impl Kept<Scored> {
     }
 }
 
-/// Prompt tokens one forward of [`prompt_logprobs`] takes: between slices it asks whether the
-/// client is still there (a long prompt is tens of seconds of the scheduler's thread). The
-/// log-probs are the same whatever the slicing (batch invariance).
+/// Prompt tokens one forward of [`prompt_logprobs`] takes: between slices its caller may run
+/// other work and say whether the client is still there (a long prompt is tens of seconds of
+/// the scheduler's thread). The log-probs are the same whatever the slicing (batch invariance).
 const SCORE_SLICE: usize = 512;
 
 /// Scores every prompt token after the first; also returns how many of those log-probs (and the
-/// KV rows before them) came from a kept prompt (`reuse`: look for one). Stops between slices of
-/// [`SCORE_SLICE`] tokens once `cancelled` says nobody waits for the answer.
+/// KV rows before them) came from a kept prompt (`reuse`: look for one). Before each slice of
+/// [`SCORE_SLICE`] tokens calls `between`, and stops once it says nobody waits for the answer.
 pub fn prompt_logprobs(
     engine: &Engine,
     ids: &[u32],
     top_k: usize,
     reuse: bool,
     kept: &mut ScoredPrompts,
-    cancelled: &dyn Fn() -> bool,
+    between: &mut dyn FnMut() -> bool,
 ) -> Result<(Vec<PromptLogprob>, usize), ApiError> {
     if let Some((i, &id)) = ids.iter().enumerate().find(|(_, &t)| t as usize >= engine.n_vocab()) {
         return Err(ApiError::bad_request(format!("token id {id} at index {i} is outside the vocabulary of {}", engine.n_vocab())));
@@ -82,8 +82,8 @@ pub fn prompt_logprobs(
         None => (engine.new_session(None).map_err(|e| from_engine(&e))?, Vec::new(), 0),
     };
     for a in (keep..ids.len()).step_by(SCORE_SLICE) {
-        if cancelled() {
-            return Err(ApiError::unavailable("the client went away"));
+        if !between() {
+            return Err(ApiError::unavailable("scoring stopped: the client left or the server is shutting down"));
         }
         let b = (a + SCORE_SLICE).min(ids.len());
         let mut batch = Batch::new();
