@@ -4,7 +4,7 @@ use crate::backend::{Backend, CpuBackend};
 use crate::head::HEAD_ROWS;
 use crate::model::Model;
 use crate::{resolve_model_path, EngineConfig, EngineError, EngineOptions, Weights};
-use lse_gguf::GgufFile;
+use lse_gguf::{GgufFile, GgufSplit};
 use lse_tokenizer::Tokenizer;
 use std::path::Path;
 use std::sync::Arc;
@@ -34,7 +34,8 @@ fn release_freed_heap() {
 const FALLBACK_CTX: usize = 4096;
 
 impl Engine {
-    /// Loads a `.gguf` file, or the single model `.gguf` in a folder (the first shard of a split model).
+    /// Loads a `.gguf` file, or the single model `.gguf` in a folder; a split model from any of
+    /// its shards (the others are found beside it by name) or its folder.
     pub fn load(model: &Path, mut opts: EngineOptions) -> Result<Engine, EngineError> {
         opts.validate()?;
         // SPEC §2: the environment's way of saying --no-cpu-fallback
@@ -45,19 +46,29 @@ impl Engine {
             lse_kernels::simd::cap_level(level).map_err(|e| EngineError::InvalidOption(format!("--simd {}: {e}", level.short_name())))?;
         }
         let path = resolve_model_path(model)?;
-        let mut file = GgufFile::open(&path)?;
+        let mut shards = GgufSplit::open(&path)?.into_files();
+        let file = &mut shards[0];
         let arch = file.architecture().ok_or(EngineError::NoArchitecture)?;
         if !crate::arch::SUPPORTED.contains(&arch) {
             return Err(EngineError::UnsupportedArchitecture(arch.to_string()));
         }
-        let hp = crate::HParams::read(&file)?;
-        let tokenizer = Tokenizer::from_gguf(&file).map_err(|e| EngineError::Tokenizer(e.to_string()))?;
+        let hp = crate::HParams::read(file)?;
+        let tokenizer = Tokenizer::from_gguf(file).map_err(|e| EngineError::Tokenizer(e.to_string()))?;
         file.forget(lse_tokenizer::VOCAB_ARRAY_KEYS);
         release_freed_heap();
-        let file = Arc::new(file);
-        let weights = Weights::new(file.clone(), hp);
+        let shards: Vec<Arc<GgufFile>> = shards.into_iter().map(Arc::new).collect();
+        let file = shards[0].clone();
+        let weights = Weights::new(shards, hp);
         let kv_capacity = opts.kv_len.unwrap_or(if weights.hp.n_ctx_train > 0 { weights.hp.n_ctx_train } else { FALLBACK_CTX });
         let model = Model::load(weights)?;
+        // llama.cpp sizes the embedding table by the vocabulary: another row count is a corrupt file
+        if tokenizer.n_vocab() != model.n_vocab {
+            return Err(EngineError::Metadata(format!(
+                "the tokenizer has {} tokens but token_embd.weight has {} rows",
+                tokenizer.n_vocab(),
+                model.n_vocab
+            )));
+        }
         // refuse a cache dtype the heads cannot be stored in before any request runs
         model.arch.new_session(0, opts.kv_dtype)?;
         let name = file
@@ -94,7 +105,7 @@ impl Engine {
 
     /// Memory held: (model file bytes, packed weight copies made so far).
     pub fn weight_bytes(&self) -> (usize, usize) {
-        (self.model.w.file.bytes().len(), self.model.w.packed_bytes())
+        (self.model.w.file_bytes(), self.model.w.packed_bytes())
     }
 
     /// The file's bytes of the matrices packed so far (the packed copies' own bytes are

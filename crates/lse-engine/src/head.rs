@@ -101,7 +101,12 @@ impl Engine {
     pub fn head_logits_into(&self, rows: &HiddenRows, out: &mut Vec<f32>) -> Result<(), EngineError> {
         self.check_rows(rows)?;
         let v = self.model.n_vocab;
-        out.resize(rows.n_rows * v, 0.0);
+        let need = rows.n_rows * v;
+        // a caller asking for many rows (the Python logits()) gets an error, not an abort
+        out.try_reserve(need.saturating_sub(out.len())).map_err(|_| {
+            EngineError::InvalidRequest(format!("the logits of {} rows ({} MiB) could not be allocated", rows.n_rows, (need * 4) >> 20))
+        })?;
+        out.resize(need, 0.0);
         for r0 in (0..rows.n_rows).step_by(HEAD_ROWS) {
             let r1 = (r0 + HEAD_ROWS).min(rows.n_rows);
             self.head_block(rows, r0, r1, 0..v, &mut out[r0 * v..r1 * v]);

@@ -30,9 +30,104 @@ pub struct HParams {
     n_ff: Vec<usize>,
 }
 
+/// What an `{arch}.*` key's value must be.
+#[derive(Clone, Copy)]
+enum Kind {
+    Int,
+    /// One integer, or one per layer.
+    Ints,
+    /// A finite number.
+    Float,
+    /// A finite number above 0.
+    Positive,
+    /// A finite number, 0 or above (0: the feature is off).
+    NonNegative,
+    Bool,
+    Str,
+}
+
+/// The `{arch}.*` keys the architectures read and what each must hold. A key present with
+/// another type or value is a corrupt file (llama.cpp refuses a key of the wrong type too);
+/// reading the default in its place would run a different model without a word.
+const KEYS: &[(&str, Kind)] = &[
+    ("context_length", Kind::Int),
+    ("embedding_length", Kind::Int),
+    ("block_count", Kind::Int),
+    ("feed_forward_length", Kind::Ints),
+    ("attention.head_count", Kind::Ints),
+    ("attention.head_count_kv", Kind::Ints),
+    ("attention.key_length", Kind::Int),
+    ("attention.value_length", Kind::Int),
+    ("attention.layer_norm_rms_epsilon", Kind::NonNegative),
+    ("attention.sliding_window", Kind::Int),
+    ("attention.query_pre_attn_scalar", Kind::Positive),
+    ("attention.scale", Kind::Float),
+    ("attention.temperature_scale", Kind::Float),
+    ("rope.dimension_count", Kind::Int),
+    ("rope.freq_base", Kind::Positive),
+    ("rope.freq_base_swa", Kind::Positive),
+    ("rope.scaling.type", Kind::Str),
+    ("rope.scaling.factor", Kind::NonNegative),
+    ("rope.scale_linear", Kind::NonNegative),
+    ("rope.scaling.attn_factor", Kind::Positive),
+    ("rope.scaling.original_context_length", Kind::Int),
+    ("rope.scaling.yarn_log_multiplier", Kind::Float),
+    ("rope.scaling.yarn_beta_fast", Kind::Float),
+    ("rope.scaling.yarn_beta_slow", Kind::Float),
+    ("rope.scaling.finetuned", Kind::Bool),
+    ("final_logit_softcapping", Kind::NonNegative),
+    ("attn_logit_softcapping", Kind::NonNegative),
+    ("logit_scale", Kind::Positive),
+    ("expert_count", Kind::Int),
+    ("expert_used_count", Kind::Int),
+    ("expert_weights_scale", Kind::Float),
+    ("expert_weights_norm", Kind::Bool),
+    ("pooling_type", Kind::Int),
+    ("full_attention_interval", Kind::Int),
+    ("nextn_predict_layers", Kind::Int),
+];
+
+/// Refuses an `{arch}.*` key of [`KEYS`] whose value is not what it must be.
+fn check_keys(f: &GgufFile, arch: &str) -> Result<(), EngineError> {
+    for &(suffix, kind) in KEYS {
+        let key = format!("{arch}.{suffix}");
+        let Some(v) = f.get(&key) else { continue };
+        let number = v.as_f64().filter(|x| x.is_finite());
+        let (ok, want) = match kind {
+            Kind::Int => (v.as_u64().is_some(), "a non-negative integer"),
+            Kind::Ints => {
+                let int = |x: &Value| x.as_u64().is_some();
+                (int(v) || matches!(v, Value::Array(a) if a.iter().all(int)), "a non-negative integer or one per layer")
+            }
+            Kind::Float => (number.is_some(), "a finite number"),
+            Kind::Positive => (number.is_some_and(|x| x > 0.0), "a positive number"),
+            Kind::NonNegative => (number.is_some_and(|x| x >= 0.0), "a number, 0 or above"),
+            Kind::Bool => (v.as_bool().is_some(), "a bool"),
+            Kind::Str => (matches!(v, Value::String(_)), "a string"),
+        };
+        if !ok {
+            return Err(EngineError::Metadata(format!("{key} must be {want}, not {}", shown(v))));
+        }
+    }
+    Ok(())
+}
+
+/// A metadata value for a message: its type, and the value when it is a scalar.
+fn shown(v: &Value) -> String {
+    match v {
+        Value::Array(a) => format!("an array of {}", a.len()),
+        Value::String(s) => format!("the string {s:?}"),
+        other => match other.as_f64() {
+            Some(x) => format!("{} {x}", other.type_name()),
+            None => other.type_name().to_string(),
+        },
+    }
+}
+
 impl HParams {
     pub fn read(f: &GgufFile) -> Result<HParams, EngineError> {
         let arch = f.architecture().ok_or(EngineError::NoArchitecture)?.to_string();
+        check_keys(f, &arch)?;
         let k = |s: &str| format!("{arch}.{s}");
         let req = |s: &str| -> Result<usize, EngineError> {
             f.get_u64(&k(s)).map(|v| v as usize).ok_or_else(|| EngineError::Metadata(format!("missing or non-integer key {}", k(s))))

@@ -20,8 +20,13 @@ pub struct Model {
 
 impl Model {
     pub fn load(w: Weights) -> Result<Model, EngineError> {
+        // a block beyond block_count would be left out silently (llama.cpp refuses such a file:
+        // it counts the tensors it created against the file's)
+        if let Some(t) = w.tensor_infos().find(|t| block_of(&t.name).is_some_and(|b| b >= w.hp.n_layer)) {
+            return Err(EngineError::Metadata(format!("tensor '{}' is beyond {}.block_count {}", t.name, w.hp.arch, w.hp.n_layer)));
+        }
         let e = w.hp.n_embd;
-        let emb = w.file.tensor("token_embd.weight").ok_or_else(|| EngineError::MissingTensor("token_embd.weight".into()))?;
+        let emb = w.tensor_info("token_embd.weight").ok_or_else(|| EngineError::MissingTensor("token_embd.weight".into()))?;
         if emb.dims.len() < 2 || emb.dims[0] as usize != e {
             return Err(EngineError::ShapeMismatch { name: "token_embd.weight".into(), got: emb.dims.clone(), want: vec![e as u64, 0] });
         }
@@ -36,4 +41,9 @@ impl Model {
         let (logit_scale, final_softcap) = (arch.logit_scale(), arch.final_softcap());
         Ok(Model { w, arch, token_embd, output_norm, output, final_softcap, logit_scale, n_vocab, n_embd: e })
     }
+}
+
+/// The block number of a `blk.N.*` tensor.
+fn block_of(name: &str) -> Option<usize> {
+    name.strip_prefix("blk.")?.split('.').next()?.parse().ok()
 }

@@ -1,7 +1,14 @@
 //! Which `.gguf` file a `--model` path names.
 
 use crate::EngineError;
+use lse_gguf::{GgufFile, GgufSplit};
 use std::path::{Path, PathBuf};
+
+/// The model file holding the metadata (a split model's first shard, found from any shard).
+pub fn open_model_metadata(p: &Path) -> Result<GgufFile, EngineError> {
+    let path = resolve_model_path(p)?;
+    Ok(GgufSplit::open(&path)?.into_files().swap_remove(0))
+}
 
 /// A file as is; a folder must hold exactly one model `.gguf` (or the shards of one split model).
 pub fn resolve_model_path(p: &Path) -> Result<PathBuf, EngineError> {

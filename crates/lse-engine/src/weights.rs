@@ -156,9 +156,13 @@ struct PackedTally {
     source: AtomicUsize,
 }
 
-/// The open model file and its common hyperparameters, for binding tensors by name.
+/// The open model file (or the shards of a split model) and its common hyperparameters, for
+/// binding tensors by name.
 pub struct Weights {
+    /// The file holding the metadata (a split model's first shard).
     pub file: Arc<GgufFile>,
+    /// Every file holding tensors, `file` first.
+    shards: Vec<Arc<GgufFile>>,
     pub hp: HParams,
     packed_total: Arc<PackedTally>,
 }
@@ -174,17 +178,35 @@ impl Weights {
         self.packed_total.source.load(Ordering::Relaxed)
     }
 
-    pub fn new(file: Arc<GgufFile>, hp: HParams) -> Weights {
-        Weights { file, hp, packed_total: Default::default() }
+    /// `shards`: the model's files in shard order (one for an unsplit model); the first holds
+    /// the metadata.
+    pub fn new(shards: Vec<Arc<GgufFile>>, hp: HParams) -> Weights {
+        Weights { file: shards[0].clone(), shards, hp, packed_total: Default::default() }
     }
 
-    fn find(&self, name: &str) -> Option<(usize, &TensorInfo)> {
-        self.file.tensors().iter().enumerate().find(|(_, t)| t.name == name)
+    /// The shard holding tensor `name`, the tensor's position in it, and its description.
+    fn find(&self, name: &str) -> Option<(&Arc<GgufFile>, usize, &TensorInfo)> {
+        self.shards.iter().find_map(|f| f.tensors().iter().enumerate().find(|(_, t)| t.name == name).map(|(i, t)| (f, i, t)))
     }
 
-    /// Whether the file has a tensor of this name.
+    /// Whether the model has a tensor of this name.
     pub fn has(&self, name: &str) -> bool {
-        self.file.tensor(name).is_some()
+        self.find(name).is_some()
+    }
+
+    /// The description (type, dims) of tensor `name`.
+    pub fn tensor_info(&self, name: &str) -> Option<&TensorInfo> {
+        self.find(name).map(|(_, _, t)| t)
+    }
+
+    /// Every tensor of the model, shard by shard.
+    pub fn tensor_infos(&self) -> impl Iterator<Item = &TensorInfo> {
+        self.shards.iter().flat_map(|f| f.tensors())
+    }
+
+    /// Bytes of the model's files.
+    pub fn file_bytes(&self) -> usize {
+        self.shards.iter().map(|f| f.bytes().len()).sum()
     }
 
     /// A required matrix of `n` rows by `k` columns (ggml dims `[k, n]`).
@@ -194,7 +216,7 @@ impl Weights {
 
     /// An optional matrix; present with the wrong shape or type is an error.
     pub fn opt_matrix(&self, name: &str, k: usize, n: usize) -> Result<Option<Matrix>, EngineError> {
-        let Some((index, t)) = self.find(name) else {
+        let Some((file, index, t)) = self.find(name) else {
             return Ok(None);
         };
         let want = [k as u64, n as u64];
@@ -204,13 +226,13 @@ impl Weights {
         if !lse_kernels::supports(t.ggml_type) {
             return Err(EngineError::UnsupportedTensorType(name.to_string(), t.ggml_type.name()));
         }
-        Ok(Some(Matrix { name: name.to_string(), ty: t.ggml_type, k, n, file: self.file.clone(), index, part: None, packed: Default::default(), packed_total: self.packed_total.clone(), held: Default::default() }))
+        Ok(Some(Matrix { name: name.to_string(), ty: t.ggml_type, k, n, file: file.clone(), index, part: None, packed: Default::default(), packed_total: self.packed_total.clone(), held: Default::default() }))
     }
 
     /// The experts of a 3-D tensor (ggml dims `[k, n, n_expert]`) as `n_expert` matrices of `n`
     /// rows by `k`, each a view of its slice of the file; `None` when the tensor is absent.
     pub fn opt_expert_matrices(&self, name: &str, k: usize, n: usize, n_expert: usize) -> Result<Option<Vec<Matrix>>, EngineError> {
-        let Some((index, t)) = self.find(name) else {
+        let Some((file, index, t)) = self.find(name) else {
             return Ok(None);
         };
         let want = [k as u64, n as u64, n_expert as u64];
@@ -228,7 +250,7 @@ impl Weights {
                     ty: t.ggml_type,
                     k,
                     n,
-                    file: self.file.clone(),
+                    file: file.clone(),
                     index,
                     part: Some((x * per, per)),
                     packed: Default::default(),
@@ -255,15 +277,18 @@ impl Weights {
 
     /// A required tensor with ggml dims `dims` (trailing 1s ignored), dequantized to f32.
     pub fn tensor_f32(&self, name: &str, dims: &[usize]) -> Result<Vec<f32>, EngineError> {
-        let (_, t) = self.find(name).ok_or_else(|| EngineError::MissingTensor(name.to_string()))?;
+        let (file, _, t) = self.find(name).ok_or_else(|| EngineError::MissingTensor(name.to_string()))?;
         let want: Vec<u64> = dims.iter().map(|&d| d as u64).collect();
         if trim_dims(&t.dims) != trim_dims(&want) {
             return Err(EngineError::ShapeMismatch { name: name.to_string(), got: t.dims.clone(), want });
         }
+        if !lse_kernels::supports(t.ggml_type) {
+            return Err(EngineError::UnsupportedTensorType(name.to_string(), t.ggml_type.name()));
+        }
         let n: usize = dims.iter().product();
         let row = *dims.first().unwrap_or(&1);
         let rb = t.ggml_type.row_bytes(row).ok_or_else(|| EngineError::UnsupportedTensorType(name.to_string(), t.ggml_type.name()))?;
-        let data = self.file.tensor_data(t);
+        let data = file.tensor_data(t);
         let mut out = vec![0f32; n];
         if row > 0 {
             for (src, dst) in data.chunks_exact(rb).zip(out.chunks_exact_mut(row)) {

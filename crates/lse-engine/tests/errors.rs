@@ -116,11 +116,22 @@ fn engine_can_be_shared_across_threads() {
 /// width that would give numbers without meaning (a NaN base scored perplexity 73836 for 25.6).
 #[test]
 fn corrupt_hyperparameters_are_refused() {
-    let cases: [(&str, &str, Value, &str); 4] = [
+    let cases: Vec<(&str, &str, Value, &str)> = vec![
         ("blocks", "llama.block_count", Value::U32(u32::MAX), "block_count"),
         ("base-nan", "llama.rope.freq_base", Value::F32(f32::NAN), "rope.freq_base"),
         ("base-neg", "llama.rope.freq_base", Value::F32(-1.0), "rope.freq_base"),
         ("rot0", "llama.rope.dimension_count", Value::U32(0), "rope.dimension_count"),
+        // optional keys of the wrong type or value were read as absent, or used as they were
+        ("rot-str", "llama.rope.dimension_count", Value::String("16".into()), "rope.dimension_count must be a non-negative integer"),
+        ("keylen-neg", "llama.attention.key_length", Value::I32(-1), "attention.key_length"),
+        ("ctx-float", "llama.context_length", Value::F32(2048.0), "context_length"),
+        ("scale-nan", "llama.rope.scaling.factor", Value::F32(f32::NAN), "rope.scaling.factor"),
+        ("scale-neg", "llama.rope.scaling.factor", Value::F32(-2.0), "rope.scaling.factor"),
+        ("eps-inf", "llama.attention.layer_norm_rms_epsilon", Value::F32(f32::INFINITY), "layer_norm_rms_epsilon"),
+        ("type-int", "llama.rope.scaling.type", Value::U32(1), "rope.scaling.type must be a string"),
+        ("window-str", "llama.attention.sliding_window", Value::String("512".into()), "sliding_window"),
+        // fewer blocks than the file holds: the rest were left out
+        ("blocks-3", "llama.block_count", Value::U32(3), "'blk.3."),
     ];
     for (tag, key, val, want) in cases {
         let p = rewritten(tag, |kv, _| {
@@ -161,4 +172,51 @@ fn a_bias_that_bans_every_token_is_refused() {
     assert!(engine.start_sequence(&req(but_eog, 0)).is_ok());
     let but_one = ban(&mut (0..n).filter(|&id| id != 7));
     assert!(engine.start_sequence(&req(but_one, 2)).is_ok());
+}
+
+/// A vocabulary of another size than the embedding table (scored as if it fitted), and a norm
+/// vector in a type nothing dequantizes (a caught panic), are refused at load.
+#[test]
+fn a_vocabulary_that_does_not_fit_the_embeddings_and_a_norm_without_kernels_are_refused() {
+    let p = rewritten("vocab", |kv, _| {
+        for (k, v) in kv.iter_mut() {
+            if let (true, Value::Array(a)) = (k.starts_with("tokenizer.ggml.") && k != "tokenizer.ggml.merges", v) {
+                a.truncate(1000);
+            }
+        }
+    });
+    let e = Engine::load(&p, opts()).err();
+    let _ = std::fs::remove_file(&p);
+    let e = e.expect("a 1000-token vocabulary over 32000 embedding rows loaded").to_string();
+    assert!(e.contains("the tokenizer has 1000 tokens but token_embd.weight has 32000 rows"), "{e}");
+
+    let f = GgufFile::open(&tiny()).unwrap();
+    let mut w = GgufWriter::new();
+    for (k, v) in f.metadata().iter().filter(|(k, _)| k != "general.alignment") {
+        w.add_kv(k.clone(), v.clone());
+    }
+    for t in f.tensors() {
+        if t.name == "output_norm.weight" {
+            w.add_tensor(t.name.clone(), &t.dims, lse_gguf::GgmlType::I8, vec![1u8; 64]);
+        } else {
+            w.add_tensor(t.name.clone(), &t.dims, t.ggml_type, f.tensor_data(t).to_vec());
+        }
+    }
+    let p = std::env::temp_dir().join(format!("lse-engine-test-{}-norm-i8.gguf", std::process::id()));
+    w.write(&p).unwrap();
+    let e = Engine::load(&p, opts()).err();
+    let _ = std::fs::remove_file(&p);
+    let e = e.expect("an i8 norm loaded");
+    assert!(matches!(&e, EngineError::UnsupportedTensorType(n, _) if n == "output_norm.weight"), "{e}");
+}
+
+/// A FIFO as the model (its open would wait for a writer forever) is refused at once.
+#[cfg(unix)]
+#[test]
+fn a_fifo_is_not_a_model() {
+    let dir = lse_testdata::tmp("engine", "fifo-model");
+    let fifo = dir.join("model.gguf");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let e = Engine::load(&fifo, opts()).err().expect("a FIFO loaded").to_string();
+    assert!(e.contains("not a regular file"), "{e}");
 }

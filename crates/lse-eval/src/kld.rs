@@ -108,6 +108,11 @@ fn opt(v: Option<usize>) -> String {
 impl KldBase {
     /// Opens a base, detects its format by magic, reads and checks the header against the file size.
     pub fn open(path: &Path) -> Result<KldBase> {
+        // a directory, a FIFO (whose open would wait for a writer) or a device is no base
+        match std::fs::metadata(path) {
+            Ok(m) if !m.is_file() => return Err(EvalError::KldBase(format!("KLD base {} is not a regular file", path.display()))),
+            _ => {}
+        }
         let file = File::open(path)
             .map_err(|e| EvalError::KldBase(format!("cannot open KLD base {}: {}", path.display(), io_reason(&e))))?;
         let size = file

@@ -327,6 +327,9 @@ impl PerplexityRequest {
                 "shard" => {
                     if !x.is_null() {
                         let so = x.as_object().ok_or_else(|| bad("request field shard must be {\"index\": I, \"count\": N}".into()))?;
+                        if let Some(other) = so.keys().find(|f| *f != "index" && *f != "count") {
+                            return Err(bad(format!("unknown field shard.{other} (allowed: index, count)")));
+                        }
                         let field = |f: &str| {
                             so.get(f).and_then(Value::as_u64).map(|n| n as usize).ok_or_else(|| bad(format!("request field shard.{f} must be a non-negative integer")))
                         };

@@ -57,6 +57,10 @@ impl GgufFile {
             path: path.to_path_buf(),
             source,
         };
+        // a FIFO or a device would block the open or read as empty: only files are models
+        if !std::fs::metadata(path).map_err(io)?.is_file() {
+            return Err(io(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file")));
+        }
         let file = File::open(path).map_err(io)?;
         let len = file.metadata().map_err(io)?.len();
         if len == 0 {

@@ -145,6 +145,11 @@ impl GgufSplit {
         &self.files
     }
 
+    /// The files, ordered by shard number (the first holds the metadata).
+    pub fn into_files(self) -> Vec<GgufFile> {
+        self.files
+    }
+
     /// The first shard, which holds the model's metadata.
     pub fn first(&self) -> &GgufFile {
         &self.files[0]

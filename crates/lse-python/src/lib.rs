@@ -66,6 +66,22 @@ fn conditional_perplexity_f64(
 
 // ------------------------------------------------------------------------------------------ engine
 
+/// A scoring run's progress that looks for a pending Python signal after each window (the GIL is
+/// released while the model works, so Ctrl-C would otherwise wait for the whole run); the run
+/// then ends before its next window and the signal's exception is raised.
+struct Interruptible(Option<PyErr>);
+
+impl lse_eval::Progress for Interruptible {
+    fn update(&mut self, _: &lse_eval::ProgressInfo) {
+        if self.0.is_none() {
+            self.0 = Python::with_gil(|py| py.check_signals()).err();
+        }
+    }
+    fn cancelled(&self) -> bool {
+        self.0.is_some()
+    }
+}
+
 fn eval_error(e: lse_eval::EvalError) -> PyErr {
     use lse_eval::EvalError as E;
     match e {
@@ -126,11 +142,13 @@ impl NativeEngine {
         })
     }
 
-    /// Runs a SPEC §7 request (JSON text) and returns the SPEC §4 report as JSON text.
+    /// Runs a SPEC §7 request (JSON text) and returns the SPEC §4 report as JSON text; Ctrl-C
+    /// stops the run at its next window (KeyboardInterrupt).
     fn perplexity_json(&self, py: Python<'_>, request: &str) -> PyResult<String> {
         let v: serde_json::Value = serde_json::from_str(request)
             .map_err(|e| PyValueError::new_err(format!("request: {e}")))?;
         let mut req = lse_eval::PerplexityRequest::from_json(&v).map_err(eval_error)?;
+        let mut watch = Interruptible(None);
         let report = py
             .allow_threads(|| {
                 if req.shard.is_some() && req.model_sha256.is_none() {
@@ -139,9 +157,9 @@ impl NativeEngine {
                         .map_err(|e| lse_eval::EvalError::Input(e.to_string()))?;
                     req.model_sha256 = Some(lse_eval::file_sha256(&path, "model")?);
                 }
-                self.serial(|e| lse_eval::run_perplexity(e, &req, &mut lse_eval::NoProgress))
+                self.serial(|e| lse_eval::run_perplexity(e, &req, &mut watch))
             })
-            .map_err(eval_error)?;
+            .map_err(|e| watch.0.take().unwrap_or_else(|| eval_error(e)))?;
         serde_json::to_string(&report).map_err(|e| PyRuntimeError::new_err(e.to_string()))
     }
 

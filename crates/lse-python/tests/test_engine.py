@@ -252,6 +252,30 @@ def test_missing_model(tmp_path):
 
 
 @needs_model
+def test_ctrl_c_stops_a_scoring_run(engine):
+    # the GIL is released while the model works: without a look at pending signals between
+    # windows, the interrupt waited for the whole run (~15 s of 200 windows here)
+    import signal
+    text = WIKI.read_bytes()[:400000].decode("utf-8", errors="ignore")
+    timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
+    t0 = time.monotonic()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        engine.perplexity(text=text, ctx=128, chunks=200)
+    assert time.monotonic() - t0 < 5.0
+    # the engine serves the next call
+    assert engine.perplexity(text=text, ctx=128, chunks=1)["perplexity"] > 1
+
+
+def test_bad_option_values_name_the_option(engine):
+    with pytest.raises(ValueError, match="include_windows must be True or False"):
+        engine.perplexity(text="x" * 1000, include_windows="no")
+    with pytest.raises(ValueError, match="normalize must be an integer"):
+        engine.embed("hello", pooling="mean", normalize=1.7)
+    with pytest.raises(ValueError, match="threads must be a finite number"):
+        lse.Engine(model=MODEL, threads=float("nan"))
+
+
 def test_bad_requests(engine):
     with pytest.raises(ValueError):
         engine.perplexity(text="a", tokens=[1, 2])

@@ -92,10 +92,22 @@ def test_json_object_and_schema(engine):  # noqa: F811
     (dict(top_p=1.5), "top-p"),
     (dict(top_k=-1), "top-k"),
     (dict(top_logprobs=21), "top logprobs"),
+    # NaN and infinities have no JSON: named here, not reported as a JSON syntax error
+    (dict(temperature=float("nan")), "temperature must be a finite number"),
+    (dict(presence_penalty=float("-inf")), "presence_penalty must be a finite number"),
+    (dict(logit_bias={1: "x"}), "logit bias of token 1"),
+    (dict(stop=[b"x"]), "stop must be a str"),
 ])
 def test_bad_options_raise(engine, options, phrase):  # noqa: F811
     with pytest.raises(ValueError, match=phrase):
         engine.generate(PROMPT, **options)
+
+
+def test_numpy_scalars_are_options(engine):  # noqa: F811
+    import numpy as np
+    want = engine.generate(PROMPT, max_tokens=4, temperature=0.5, top_k=5, seed=3)
+    got = engine.generate(PROMPT, max_tokens=np.int64(4), temperature=np.float32(0.5), top_k=np.int32(5), seed=np.uint64(3))
+    assert got["text"] == want["text"]
 
 
 def test_bad_prompts_raise(engine):  # noqa: F811

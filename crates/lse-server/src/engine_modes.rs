@@ -7,8 +7,7 @@ use std::path::Path;
 
 /// Like llama-tokenize: special-token text is parsed as special unless `parse_special` is false.
 pub fn tokenize(model: &Path, text: &str, add_special: bool, parse_special: bool) -> Result<Vec<u32>, String> {
-    let path = lse_engine::resolve_model_path(model).map_err(|e| e.to_string())?;
-    let f = lse_gguf::GgufFile::open(&path).map_err(|e| format!("cannot read model {}: {e}", path.display()))?;
+    let f = lse_engine::open_model_metadata(model).map_err(|e| e.to_string())?;
     let tok = lse_tokenizer::Tokenizer::from_gguf(&f).map_err(|e| format!("tokenizer: {e}"))?;
     Ok(tok.tokenize(text, add_special, parse_special))
 }

@@ -14,7 +14,7 @@ impl Mlp {
     /// Binds `blk.{il}.ffn_{gate,up,down}`; the hidden width comes from `ffn_up`'s shape.
     pub fn load(w: &Weights, il: usize, n_embd: usize, act: Act) -> Result<Mlp, EngineError> {
         let name = format!("blk.{il}.ffn_up.weight");
-        let n_ff = match w.file.tensor(&name) {
+        let n_ff = match w.tensor_info(&name) {
             Some(t) if t.dims.len() >= 2 => t.dims[1] as usize,
             Some(t) => return Err(EngineError::ShapeMismatch { name, got: t.dims.clone(), want: vec![n_embd as u64, 0] }),
             None => return Err(EngineError::MissingTensor(name)),
@@ -30,7 +30,7 @@ impl Mlp {
     /// Binds phi3's fused `blk.{il}.ffn_up` (`2 n_ff` rows: gate rows first, then up) and `ffn_down`.
     pub fn load_fused_up(w: &Weights, il: usize, n_embd: usize, act: Act) -> Result<Mlp, EngineError> {
         let name = format!("blk.{il}.ffn_up.weight");
-        let down = w.file.tensor(&format!("blk.{il}.ffn_down.weight")).ok_or_else(|| EngineError::MissingTensor(format!("blk.{il}.ffn_down.weight")))?;
+        let down = w.tensor_info(&format!("blk.{il}.ffn_down.weight")).ok_or_else(|| EngineError::MissingTensor(format!("blk.{il}.ffn_down.weight")))?;
         let n_ff = down.dims[0] as usize;
         let fused = w.matrix(&name, n_embd, 2 * n_ff)?;
         let part = |r0| fused.rows(r0, n_ff).ok_or_else(|| EngineError::Metadata(format!("{name}: rows out of range")));

@@ -98,7 +98,7 @@ impl Moe {
         let ne = cfg.n_expert;
         let t = |s: &str| format!("blk.{il}.ffn_{s}");
         let down_name = t("down_exps.weight");
-        let n_ff = match w.file.tensor(&down_name) {
+        let n_ff = match w.tensor_info(&down_name) {
             Some(ti) if ti.dims.len() == 3 => ti.dims[0] as usize,
             Some(ti) => return Err(EngineError::ShapeMismatch { name: down_name, got: ti.dims.clone(), want: vec![0, e as u64, ne as u64] }),
             None => return Err(EngineError::MissingTensor(down_name)),
@@ -121,7 +121,7 @@ impl Moe {
             }
         };
         let shared = if w.has(&t("up_shexp.weight")) {
-            let n_sh = w.file.tensor(&t("up_shexp.weight")).map_or(0, |ti| ti.dims.get(1).copied().unwrap_or(0) as usize);
+            let n_sh = w.tensor_info(&t("up_shexp.weight")).map_or(0, |ti| ti.dims.get(1).copied().unwrap_or(0) as usize);
             Some(SharedExpert {
                 mlp: Mlp {
                     gate: w.matrix(&t("gate_shexp.weight"), e, n_sh)?,

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 /// What the model is prompted with.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
+#[serde(untagged, expecting = "prompt must be a string, an array of token ids (integers from 0) or {\"prefix\", \"suffix\"}")]
 pub enum Prompt {
     /// Tokenized as a prompt: special tokens added as the vocabulary asks, special text parsed.
     Text(String),

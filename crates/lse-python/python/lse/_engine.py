@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 
 import numpy as np
@@ -27,9 +28,25 @@ def _path(name, value):
     if value is None:
         return None
     try:
-        return os.fspath(value)
+        return os.fsdecode(os.fspath(value))
     except TypeError:
         raise ValueError(f"{name} must be a path, got {value!r}") from None
+
+
+def _option(name, value):
+    """A scalar option as the JSON request takes it: a numpy scalar as Python's; a float that
+    JSON cannot carry (NaN, infinities) refused by name."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    return value
+
+
+def _flag(name, value):
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
 
 
 def _tokens(value):
@@ -56,7 +73,10 @@ def _logit_bias(bias):
     for k, v in items:
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
             raise ValueError(f"logit_bias: key {k!r} is not a token id")
-        v = float(v)
+        try:
+            v = float(v)
+        except (TypeError, ValueError):
+            raise ValueError(f"logit bias of token {int(k)} must be a number or -inf, got {v!r}") from None
         if v != v or v == float("inf"):  # JSON has no NaN or infinity: refused here with the engine's words
             raise ValueError(f"logit bias of token {int(k)} must be a number or -inf, got {v}")
         out[str(int(k))] = False if v == float("-inf") else v
@@ -106,7 +126,8 @@ def merge_shards(shards, *, kld_base_out=None, include_windows=False, include_to
     if isinstance(shards, (str, bytes)) or not hasattr(shards, "__iter__"):
         raise ValueError("shards must be a list of shard file paths")
     paths = [_path("shards", p) for p in shards]
-    req = {"shards": paths, "include_windows": bool(include_windows), "include_token_ids": bool(include_token_ids)}
+    req = {"shards": paths, "include_windows": _flag("include_windows", include_windows),
+           "include_token_ids": _flag("include_token_ids", include_token_ids)}
     out = _path("kld_base_out", kld_base_out)
     if out is not None:
         req["kld_base_out"] = out
@@ -158,8 +179,7 @@ class Engine:
                 raise ValueError(f"cpu_fallback must be True or False, got {cpu_fallback!r}")
             options["no_cpu_fallback"] = not bool(cpu_fallback)
         for name in ("threads", "batch_size", "ubatch_size", "kv_len"):
-            if isinstance(options[name], np.integer):
-                options[name] = int(options[name])
+            options[name] = _option(name, options[name])
         try:
             text = json.dumps({k: v for k, v in options.items() if v is not None})
         except TypeError as e:
@@ -200,9 +220,13 @@ class Engine:
         "cls" or "last"; ``None`` = the model's own, which generative models lack) and normalised
         (``normalize``: llama.cpp's ``embd_normalize``, 2 = Euclidean, -1 = none). Returns a numpy
         float32 array ``[N, n_embd]``."""
+        if not isinstance(texts, str) and not hasattr(texts, "__iter__"):
+            raise ValueError("texts must be a str or a list of str")
         texts = [texts] if isinstance(texts, str) else list(texts)
         if not all(isinstance(t, str) for t in texts):
             raise ValueError("texts must be a str or a list of str")
+        if isinstance(normalize, bool) or not isinstance(normalize, (int, np.integer)):
+            raise ValueError(f"normalize must be an integer (-1 none, 0 max-abs, 1 taxicab, 2 Euclidean, p > 2 a p-norm), got {normalize!r}")
         req = {"input": texts, "normalize": int(normalize)}
         if pooling is not None:
             req["pooling"] = pooling
@@ -248,8 +272,8 @@ class Engine:
             value = _path(name, value)
             if value is not None:
                 req[name] = value
-        req["include_windows"] = bool(include_windows)
-        req["include_token_ids"] = bool(include_token_ids)
+        req["include_windows"] = _flag("include_windows", include_windows)
+        req["include_token_ids"] = _flag("include_token_ids", include_token_ids)
         if shard is not None:
             req["shard"] = _shard(shard)
         out = _path("shard_out", shard_out)
@@ -279,8 +303,10 @@ class Engine:
             req = {"prompt": prompt}
         else:
             req = {"prompt": _tokens(prompt)}
-        if isinstance(stop, str):
+        if isinstance(stop, (str, bytes)):
             stop = [stop]
+        if stop is not None and not all(isinstance(s, str) for s in stop):
+            raise ValueError(f"stop must be a str or a list of str, got {stop!r}")
         options = dict(max_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
                        repeat_penalty=repeat_penalty, repeat_last_n=repeat_last_n,
                        presence_penalty=presence_penalty, frequency_penalty=frequency_penalty, seed=seed,
@@ -289,7 +315,8 @@ class Engine:
                        logit_bias=None if logit_bias is None else _logit_bias(logit_bias),
                        json_object=json_object, json_schema=json_schema,
                        stop_token_ids=None if stop_token_ids is None else _tokens(stop_token_ids), min_tokens=min_tokens)
-        req.update({k: v for k, v in options.items() if v is not None})
+        scalars = ("stop", "logit_bias", "json_schema", "stop_token_ids")
+        req.update({k: v if k in scalars else _option(k, v) for k, v in options.items() if v is not None})
         return json.loads(self._native.generate_json(json.dumps(req)))
 
     def __repr__(self):

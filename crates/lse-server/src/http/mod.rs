@@ -94,10 +94,7 @@ fn load(app: AppState, args: Args, model: std::path::PathBuf) -> Option<std::thr
             std::process::exit(1);
         }
     };
-    let gguf_template = lse_engine::resolve_model_path(&model)
-        .ok()
-        .and_then(|p| lse_gguf::GgufFile::open(&p).ok())
-        .and_then(|f| f.get_str("tokenizer.chat_template").map(str::to_string));
+    let gguf_template = lse_engine::open_model_metadata(&model).ok().and_then(|f| f.get_str("tokenizer.chat_template").map(str::to_string));
     let chat_template = template::choose(args.serve.chat_template.as_deref(), gguf_template);
     let parallel = args.serve.parallel.max(1);
     let (scheduler, handle) = Scheduler::start(engine.clone(), parallel, QUEUE, app.metrics.clone());

@@ -54,12 +54,18 @@ pub fn from_option(option: &str) -> Result<&str, String> {
 }
 
 /// The template to serve: `--chat-template` (resolved by [`from_option`] when the arguments are
-/// parsed) or `--chat-template-file`, else the GGUF's, else ChatML. Says on stderr when it falls
-/// back.
+/// parsed) or `--chat-template-file`, else the GGUF's when it parses, else ChatML (as
+/// llama-server). Says on stderr when it falls back.
 pub fn choose(option: Option<&str>, gguf: Option<String>) -> String {
     match (option, gguf) {
         (Some(src), _) => src.to_string(),
-        (None, Some(src)) => src,
+        (None, Some(src)) => match check(&src) {
+            Ok(()) => src,
+            Err(e) => {
+                eprintln!("lse-server: the model's chat template cannot be used ({e}); chat requests use ChatML, as llama-server does (--chat-template sets one)");
+                CHATML.to_string()
+            }
+        },
         (None, None) => {
             eprintln!("lse-server: the model has no chat template; chat requests use ChatML, as llama-server does (--chat-template sets one)");
             CHATML.to_string()
