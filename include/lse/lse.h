@@ -62,7 +62,7 @@ typedef struct lse_engine lse_engine;
  * options_json: a JSON object with the engine options of the command line (SPEC §2), named
  *   without the leading dashes and with '_' for '-'. null or an absent field = the default.
  *     "model"            string, required: a .gguf file, or a folder holding exactly one model
- *                        (or the shards of one split model)
+ *                        (or the shards of one split model), or any shard of a split model
  *     "pool"             string: "cpu" (default "cpu")
  *     "dialect"          string: "simd" (best runtime-detected SIMD) or "scalar" (default "simd")
  *     "threads"          integer >= 1: compute threads (default: the number of physical cores)
@@ -77,6 +77,8 @@ typedef struct lse_engine lse_engine;
  *                        running it on the CPU (default false; env LSE_REQUIRE_DEVICE_KERNELS=1
  *                        turns it on)
  *     "no_mtp"           boolean: accepted and recorded; scoring never uses a speculative decoder
+ *     "simd"             string: "avx512", "avx2", "neon" or "scalar": cap the kernels at that
+ *                        level (one level per process; the command line's --simd)
  *   Unknown fields are refused (a misspelt option is never silently ignored).
  *   Example: {"model": "models/SmolLM2-135M-Instruct.Q4_1.gguf", "threads": 4, "kv_len": 4096}
  * out: receives the engine handle (close it with lse_engine_close); set to NULL on failure.
@@ -111,6 +113,12 @@ int lse_engine_open(const char *options_json, lse_engine **out, char **err);
  *                         --kl-divergence-base file); adds the "kld" object to the report
  *     "include_windows"   boolean: include the per-window array "windows" (default false)
  *     "include_token_ids" boolean: include the array "token_ids" (default false)
+ *     "shard"             {"index": I, "count": N}: score only shard I (0-based) of N contiguous
+ *                         shares of the windows and write a shard file to "shard_out" (string,
+ *                         required with it) instead of returning a report; merge the files with
+ *                         lse-server --perplexity-merge or the Python package's lse.merge_shards
+ *     "model_sha256"      string: the model file's SHA-256, recorded in a shard file's plan so that
+ *                         shards of different files do not merge (absent: none recorded)
  *   Unknown fields are refused.
  *   Example: {"text": "...", "ctx": 128, "chunks": 3}
  * json_out: receives the report on success: one JSON object, keys in the order of SPEC §4

@@ -117,6 +117,12 @@ impl EngineOptions {
         if self.kv_len == Some(0) {
             return Err(InvalidOption("--kv-len must be at least 1".into()));
         }
+        // llama.cpp's context and batch sizes are 32-bit; beyond, sizes computed from them overflow
+        for (flag, v) in [("--kv-len", self.kv_len.unwrap_or(0)), ("--batch-size", self.batch_size)] {
+            if v > u32::MAX as usize {
+                return Err(InvalidOption(format!("{flag} {v} is beyond any context (at most {})", u32::MAX)));
+            }
+        }
         Ok(())
     }
 }

@@ -224,6 +224,11 @@ impl PerplexityRequest {
         if !pairs && matches!(self.method, Some(Method::Pairs)) {
             return bad("method pairs needs prompt/response pairs (--perplexity-pairs)".into());
         }
+        for (flag, v) in [("--perplexity-ctx", self.ctx), ("--perplexity-stride", self.stride)] {
+            if v.is_some_and(|v| v > u32::MAX as usize) {
+                return bad(format!("{flag} {} is beyond any context (at most {}, as llama.cpp's n_ctx)", v.unwrap_or(0), u32::MAX));
+            }
+        }
         if let Some(k) = self.kld_top_k {
             if !(1..=MAX_TOP_K).contains(&k) {
                 return bad(format!("--perplexity-kld-top-k must be between 1 and {MAX_TOP_K}, got {k}"));

@@ -694,6 +694,9 @@ fn request_from_json() {
         (r#"{"text":"a","tokens":[1]}"#, "exactly one"),
         (r#"{"text":"a","bogus":1}"#, "bogus"),
         (r#"{"pairs":[{"prompt":"a"}]}"#, "response"),
+        // 2 × ctx wrapped in the too-short message
+        (r#"{"text":"a","ctx":18446744073709551615}"#, "beyond any context"),
+        (r#"{"text":"a","shard":{"index":0,"count":2,"extra":1},"shard_out":"s"}"#, "unknown field shard.extra"),
     ] {
         let e = PerplexityRequest::from_json(&serde_json::from_str(bad).unwrap()).unwrap_err().to_string();
         assert!(e.contains(phrase), "{bad}: {e}");

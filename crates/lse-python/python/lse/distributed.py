@@ -46,7 +46,10 @@ def perplexity(model, text=None, *, tokens=None, shards, engine_options=None, nu
     try:
         import ray
     except ImportError:
-        raise ImportError("lse.distributed needs Ray: pip install 'lse[ray]' (or pip install ray)") from None
+        ray = None
+    # a folder named ray in the working directory imports as an empty namespace package
+    if not hasattr(ray, "remote"):
+        raise ImportError("lse.distributed needs Ray: pip install 'lse[ray]' (or pip install ray)")
     count = _size("shards", shards, minimum=1)
     if (text is None) == (tokens is None):
         raise ValueError("perplexity needs exactly one of text, tokens")
