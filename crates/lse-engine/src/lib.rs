@@ -33,7 +33,7 @@ pub use head::{head_slices, HEAD_ROWS};
 pub use hparams::HParams;
 pub use lse_kernels::simd::{parse_level as parse_simd_level, Level as SimdLevel};
 pub use lse_kernels::Dialect;
-pub use model_path::{open_model_metadata, resolve_model_path};
+pub use model_path::{model_files, open_model_metadata, resolve_model_path};
 pub use open_options::OpenOptions;
 pub use options::{parse_dialect, physical_cores, EngineConfig, EngineOptions, KvDtype};
 pub use session::{common_prefix, Session};

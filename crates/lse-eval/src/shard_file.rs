@@ -51,16 +51,23 @@ pub struct ShardFile {
 
 /// SHA-256 (hex) of a file's bytes, read in 1 MiB blocks.
 pub fn file_sha256(path: &Path, what: &str) -> Result<String> {
-    let err = |e: std::io::Error| EvalError::Input(format!("cannot read {what} {}: {}", path.display(), io_reason(&e)));
-    let mut f = std::fs::File::open(path).map_err(err)?;
+    files_sha256(&[path.to_path_buf()], what)
+}
+
+/// SHA-256 of the files' bytes one after another (a split model's shards, in order).
+pub fn files_sha256(paths: &[std::path::PathBuf], what: &str) -> Result<String> {
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f.read(&mut buf).map_err(err)?;
-        if n == 0 {
-            break;
+    for path in paths {
+        let err = |e: std::io::Error| EvalError::Input(format!("cannot read {what} {}: {}", path.display(), io_reason(&e)));
+        let mut f = std::fs::File::open(path).map_err(err)?;
+        loop {
+            let n = f.read(&mut buf).map_err(err)?;
+            if n == 0 {
+                break;
+            }
+            h.update(&buf[..n]);
         }
-        h.update(&buf[..n]);
     }
     Ok(hex(&h.finalize()))
 }

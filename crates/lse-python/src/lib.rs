@@ -152,10 +152,9 @@ impl NativeEngine {
         let report = py
             .allow_threads(|| {
                 if req.shard.is_some() && req.model_sha256.is_none() {
-                    // a shard's fingerprint names the model file
-                    let path = lse_engine::resolve_model_path(&self.model)
-                        .map_err(|e| lse_eval::EvalError::Input(e.to_string()))?;
-                    req.model_sha256 = Some(lse_eval::file_sha256(&path, "model")?);
+                    // a shard's fingerprint names the model's files
+                    let files = lse_engine::model_files(&self.model).map_err(|e| lse_eval::EvalError::Input(e.to_string()))?;
+                    req.model_sha256 = Some(lse_eval::files_sha256(&files, "model")?);
                 }
                 self.serial(|e| lse_eval::run_perplexity(e, &req, &mut watch))
             })

@@ -20,8 +20,9 @@ pub fn perplexity(a: &Args, model: &Path, req: &PerplexityRequest, pre: Prefligh
     lse_eval::run_prepared(&engine, req, pre, progress).map_err(|e| e.to_string())
 }
 
-/// SHA-256 of the model file (a shard's fingerprint names the exact model).
+/// SHA-256 of the model's files (a shard's fingerprint names the exact model; a split model's
+/// shards one after another).
 pub fn model_sha256(model: &Path) -> Result<String, String> {
-    let path = lse_engine::resolve_model_path(model).map_err(|e| e.to_string())?;
-    lse_eval::file_sha256(&path, "model").map_err(|e| e.to_string())
+    let files = lse_engine::model_files(model).map_err(|e| e.to_string())?;
+    lse_eval::files_sha256(&files, "model").map_err(|e| e.to_string())
 }
