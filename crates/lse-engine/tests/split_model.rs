@@ -52,7 +52,7 @@ fn a_split_model_loads_from_its_folder_or_any_shard() {
     assert_eq!(logits(&paths[1]), want, "from the second shard");
     // a shard file's fingerprint hashes every shard
     assert_eq!(lse_engine::model_files(&paths[1]).unwrap(), paths);
-    assert_eq!(lse_engine::model_files(&src).unwrap(), [src.clone()]);
+    assert_eq!(lse_engine::model_files(&src).unwrap(), std::slice::from_ref(&src));
     std::fs::remove_file(&paths[1]).unwrap();
     let e = Engine::load(&dir, opts()).err().expect("loaded without its second shard").to_string();
     assert!(e.contains("shard 2 of 2 is missing"), "{e}");
