@@ -117,8 +117,9 @@ int lse_engine_open(const char *options_json, lse_engine **out, char **err);
  *                         shares of the windows and write a shard file to "shard_out" (string,
  *                         required with it) instead of returning a report; merge the files with
  *                         lse-server --perplexity-merge or the Python package's lse.merge_shards
- *     "model_sha256"      string: the model file's SHA-256, recorded in a shard file's plan so that
- *                         shards of different files do not merge (absent: none recorded)
+ *     "model_sha256"      string: SHA-256 of the model's bytes (a split model's shards one after
+ *                         another, in order), recorded in a shard file's plan so that shards of
+ *                         different models do not merge (absent: none recorded)
  *   Unknown fields are refused.
  *   Example: {"text": "...", "ctx": 128, "chunks": 3}
  * json_out: receives the report on success: one JSON object, keys in the order of SPEC §4

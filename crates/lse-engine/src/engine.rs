@@ -47,12 +47,13 @@ impl Engine {
         }
         let path = resolve_model_path(model)?;
         let mut shards = GgufSplit::open(&path)?.into_files();
+        let n_tensors = shards.iter().map(|f| f.tensors().len()).sum();
         let file = &mut shards[0];
         let arch = file.architecture().ok_or(EngineError::NoArchitecture)?;
         if !crate::arch::SUPPORTED.contains(&arch) {
             return Err(EngineError::UnsupportedArchitecture(arch.to_string()));
         }
-        let hp = crate::HParams::read(file)?;
+        let hp = crate::HParams::read(file, n_tensors)?;
         let tokenizer = Tokenizer::from_gguf(file).map_err(|e| EngineError::Tokenizer(e.to_string()))?;
         file.forget(lse_tokenizer::VOCAB_ARRAY_KEYS);
         release_freed_heap();

@@ -92,7 +92,8 @@ fn check_keys(f: &GgufFile, arch: &str) -> Result<(), EngineError> {
     for &(suffix, kind) in KEYS {
         let key = format!("{arch}.{suffix}");
         let Some(v) = f.get(&key) else { continue };
-        let number = v.as_f64().filter(|x| x.is_finite());
+        // as the architectures read it: an f64 beyond f32's range is an infinity
+        let number = v.as_f32().map(f64::from).filter(|x| x.is_finite());
         let (ok, want) = match kind {
             Kind::Int => (v.as_u64().is_some(), "a non-negative integer"),
             Kind::Ints => {
@@ -125,7 +126,9 @@ fn shown(v: &Value) -> String {
 }
 
 impl HParams {
-    pub fn read(f: &GgufFile) -> Result<HParams, EngineError> {
+    /// `f`: the file with the metadata; `n_tensors`: the model's tensors over all its files (a
+    /// split model's first shard may hold none).
+    pub fn read(f: &GgufFile, n_tensors: usize) -> Result<HParams, EngineError> {
         let arch = f.architecture().ok_or(EngineError::NoArchitecture)?.to_string();
         check_keys(f, &arch)?;
         let k = |s: &str| format!("{arch}.{s}");
@@ -134,8 +137,8 @@ impl HParams {
         };
         let n_layer = req("block_count")?;
         // every block has tensors: a larger count is a corrupt file, not a model to size arrays by
-        if n_layer > f.tensors().len() {
-            return Err(EngineError::Metadata(format!("{}: {n_layer} blocks but only {} tensors in the file", k("block_count"), f.tensors().len())));
+        if n_layer > n_tensors {
+            return Err(EngineError::Metadata(format!("{}: {n_layer} blocks but only {n_tensors} tensors in the model", k("block_count"))));
         }
         let n_embd = req("embedding_length")?;
         let n_head_arr = per_layer(f, &k("attention.head_count"), n_layer)?

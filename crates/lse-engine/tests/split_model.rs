@@ -10,13 +10,13 @@ fn opts() -> EngineOptions {
     EngineOptions { threads: 1, batch_size: 128, ubatch_size: 128, kv_len: Some(64), ..EngineOptions::default() }
 }
 
-/// llama-tiny as two shards in `dir`: the metadata and the first half of the tensors, then the rest.
-fn write_split(src: &Path, dir: &Path) -> Vec<PathBuf> {
+/// llama-tiny as two shards in `dir`: the metadata and the first `first` tensors, then the rest
+/// (gguf-split's `--no-tensor-first-split` is `first` 0).
+fn write_split(src: &Path, dir: &Path, first: usize) -> Vec<PathBuf> {
     let f = GgufFile::open(src).unwrap();
     let tensors = f.tensors();
-    let half = tensors.len() / 2;
     let mut paths = Vec::new();
-    for (no, part) in [&tensors[..half], &tensors[half..]].into_iter().enumerate() {
+    for (no, part) in [&tensors[..first], &tensors[first..]].into_iter().enumerate() {
         let mut w = GgufWriter::new();
         if no == 0 {
             for (k, v) in f.metadata().iter().filter(|(k, _)| k != "general.alignment") {
@@ -45,9 +45,12 @@ fn logits(model: &Path) -> Vec<u32> {
 #[test]
 fn a_split_model_loads_from_its_folder_or_any_shard() {
     let src = lse_testdata::golden("synthetic/llama-tiny.gguf");
-    let dir = lse_testdata::tmp("engine", "split-model");
-    let paths = write_split(&src, &dir);
     let want = logits(&src);
+    let bare = lse_testdata::tmp("engine", "split-model-bare-first");
+    let paths = write_split(&src, &bare, 0);
+    assert_eq!(logits(&paths[0]), want, "the first shard holding no tensor");
+    let dir = lse_testdata::tmp("engine", "split-model");
+    let paths = write_split(&src, &dir, 19);
     assert_eq!(logits(&dir), want, "from the folder");
     assert_eq!(logits(&paths[1]), want, "from the second shard");
     // a shard file's fingerprint hashes every shard

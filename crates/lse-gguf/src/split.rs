@@ -37,9 +37,12 @@ fn parse_shard_name(path: &Path) -> Option<(String, u32, u32)> {
 }
 
 /// The file names of all `count` shards of the split model `path` belongs to (llama.cpp's
-/// naming), or `None` when the name does not follow it.
+/// naming), or `None` when the name does not follow it or names another count.
 pub fn shard_paths(path: &Path, count: u32) -> Option<Vec<PathBuf>> {
-    let (prefix, _, _) = parse_shard_name(path)?;
+    let (prefix, _, named) = parse_shard_name(path)?;
+    if named != count {
+        return None;
+    }
     let dir = path.parent().unwrap_or(Path::new(""));
     Some(
         (1..=count)

@@ -159,6 +159,10 @@ impl NativeEngine {
                 self.serial(|e| lse_eval::run_perplexity(e, &req, &mut watch))
             })
             .map_err(|e| watch.0.take().unwrap_or_else(|| eval_error(e)))?;
+        // a signal that came during the last window
+        if let Some(e) = watch.0.take() {
+            return Err(e);
+        }
         serde_json::to_string(&report).map_err(|e| PyRuntimeError::new_err(e.to_string()))
     }
 

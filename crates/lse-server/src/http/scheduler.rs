@@ -8,8 +8,8 @@
 //! many clients at once: a prompt waits while such a sequence prefills its prefix). Scoring jobs
 //! (perplexity, prompt log-probs, embeddings) run on the same thread, in queue order, once the sequences
 //! admitted before them have finished; between a perplexity run's windows (a prompt's 512-token
-//! slices) the generations queued after it run for about as long as the last window took, so a
-//! long scoring job halves their speed instead of holding them. A panic inside engine work fails
+//! slices) the generations queued after it run on a time balance ([`Share`]), so a long scoring
+//! job halves their speed instead of holding them. A panic inside engine work fails
 //! the jobs it touched; the thread goes on.
 
 use super::errors::{from_engine, from_eval, ApiError};
@@ -54,20 +54,47 @@ pub enum Job {
     Wake,
 }
 
-/// A perplexity run's progress on the scheduler thread: after each window the generations
-/// queued after it step for as long as that window took ([`Worker::generate_for`]); once the
-/// client is gone (the handler dropped its receiver) or the server stops, the run ends before
-/// its next window.
-struct Sharing<'a, T> {
-    worker: &'a mut Worker,
-    reply: &'a Reply<T>,
+/// The thread time a running scoring job owes the generations queued after it: each of its
+/// windows (or slices) adds the time it took, and the generations step while the balance is
+/// positive. A step may overdraw it (a window can be shorter than a step); later windows pay the
+/// debt, so each side gets about half the thread whatever their sizes.
+struct Share {
+    balance: f64,
     since: Instant,
 }
 
-impl<T> lse_eval::Progress for Sharing<'_, T> {
-    fn update(&mut self, _: &lse_eval::ProgressInfo) {
-        self.worker.generate_for(self.since.elapsed());
+impl Share {
+    fn new() -> Share {
+        Share { balance: 0.0, since: Instant::now() }
+    }
+
+    /// After a window: credits its time, and lets the generations spend the balance.
+    fn window_done(&mut self, worker: &mut Worker) {
+        self.balance += self.since.elapsed().as_secs_f64();
+        if self.balance > 0.0 {
+            let t = Instant::now();
+            let ran = worker.generate_for(std::time::Duration::from_secs_f64(self.balance));
+            // nothing to run: nothing is owed (a generation arriving later starts even)
+            self.balance = if ran { self.balance - t.elapsed().as_secs_f64() } else { 0.0 };
+        }
         self.since = Instant::now();
+    }
+}
+
+/// A perplexity run's progress on the scheduler thread: after each window but the last, the
+/// generations queued after it get their [`Share`]; once the client is gone (the handler dropped
+/// its receiver) or the server stops, the run ends before its next window.
+struct Sharing<'a, T> {
+    worker: &'a mut Worker,
+    reply: &'a Reply<T>,
+    share: Share,
+}
+
+impl<T> lse_eval::Progress for Sharing<'_, T> {
+    fn update(&mut self, info: &lse_eval::ProgressInfo) {
+        if info.windows_done < info.windows_total {
+            self.share.window_done(self.worker);
+        }
     }
     fn cancelled(&self) -> bool {
         self.reply.is_closed() || self.worker.stop.load(Relaxed)
@@ -196,18 +223,20 @@ impl Worker {
     }
 
     /// Between a scoring job's windows: the generations queued after it start and step until
-    /// `share` has passed (at least one step when any is running), so both go on at about half
-    /// speed. The scoring's results do not change (batch invariance: separate sessions).
-    fn generate_for(&mut self, share: std::time::Duration) {
+    /// `share` has passed (at least one step when any is running); whether any ran. The
+    /// scoring's results do not change (batch invariance: separate sessions).
+    fn generate_for(&mut self, share: std::time::Duration) -> bool {
         let t = Instant::now();
+        let mut ran = false;
         loop {
             self.pull();
             if self.stop.load(Relaxed) {
-                return;
+                return ran;
             }
             self.admit_and_step();
+            ran |= !self.running.is_empty();
             if self.running.is_empty() || t.elapsed() >= share {
-                return;
+                return ran;
             }
         }
     }
@@ -215,7 +244,9 @@ impl Worker {
     /// Starts waiting generations while there is room; runs a scoring job at the front of the
     /// queue once nothing is running and no other scoring job is.
     fn admit(&mut self) {
-        while let Some(front) = self.waiting.front() {
+        // once the server stops, nothing more starts (the thread fails what is left)
+        while !self.stop.load(Relaxed) {
+            let Some(front) = self.waiting.front() else { break };
             match front {
                 Job::Wake => {
                     self.waiting.pop_front();
@@ -225,28 +256,20 @@ impl Worker {
                 }
                 Job::Generate { .. } if self.running.len() < self.parallel => {
                     let Some(Job::Generate { index, req, cache_prompt, tx }) = self.waiting.pop_front() else { unreachable!() };
-                    let engine = &self.engine;
-                    // a prompt that cannot be laid out fails in start_sequence_in below, with its message
-                    let prompt = engine.prompt_ids(&req).map(|p| p.into_owned()).unwrap_or_default();
-                    let source = if cache_prompt { self.fork_source(&prompt) } else { Source::Kept };
-                    if let Source::Wait = source {
-                        // a running sequence is feeding this prompt's prefix: fork it once it is in
-                        self.waiting.push_front(Job::Generate { index, req, cache_prompt, tx });
-                        break;
-                    }
-                    // a kept session serves when it shares a prefix; past `--parallel` sessions in
-                    // all, the least recently used one is emptied and serves (or freed for a fork)
-                    let full = self.running.len() + self.cache.len() >= self.parallel;
-                    let session = match source {
-                        Source::Fork(i) => {
-                            if full {
-                                self.cache.take_oldest();
-                            }
-                            Some(self.running[i].seq.session.fork())
+                    // its own guard: a panic here fails this generation, not a scoring job around it
+                    let session = match catch_unwind(AssertUnwindSafe(|| self.session_for(&req, cache_prompt))) {
+                        Ok(Some(session)) => session,
+                        Ok(None) => {
+                            // a running sequence is feeding this prompt's prefix: fork it once it is in
+                            self.waiting.push_front(Job::Generate { index, req, cache_prompt, tx });
+                            break;
                         }
-                        _ => self.cache.take(&prompt, cache_prompt, full),
+                        Err(p) => {
+                            let _ = tx.send(Event::Error { index, error: internal_panic(p) });
+                            continue;
+                        }
                     };
-                    match catch_unwind(AssertUnwindSafe(|| engine.start_sequence_in(&req, session))) {
+                    match catch_unwind(AssertUnwindSafe(|| self.engine.start_sequence_in(&req, session))) {
                         Ok(Ok(seq)) => {
                             self.metrics.prompt_tokens.fetch_add(seq.prompt().len() as u64, Relaxed);
                             self.metrics.prompt_tokens_cached.fetch_add(seq.cached_tokens() as u64, Relaxed);
@@ -268,6 +291,26 @@ impl Worker {
                 _ => break,
             }
         }
+    }
+
+    /// The session a new generation starts in (`None`: wait a step, see [`Worker::fork_source`]):
+    /// a kept session when one shares a prefix with its prompt; past `--parallel` sessions in all,
+    /// the least recently used one is emptied and serves (or freed for a fork).
+    fn session_for(&mut self, req: &GenerateRequest, cache_prompt: bool) -> Option<Option<lse_engine::Session>> {
+        // a prompt that cannot be laid out fails in start_sequence_in, with its message
+        let prompt = self.engine.prompt_ids(req).map(|p| p.into_owned()).unwrap_or_default();
+        let source = if cache_prompt { self.fork_source(&prompt) } else { Source::Kept };
+        let full = self.running.len() + self.cache.len() >= self.parallel;
+        Some(match source {
+            Source::Wait => return None,
+            Source::Fork(i) => {
+                if full {
+                    self.cache.take_oldest();
+                }
+                Some(self.running[i].seq.session.fork())
+            }
+            Source::Kept => self.cache.take(&prompt, cache_prompt, full),
+        })
     }
 
     /// Where a prompt's prefix is found: in a kept session; in a running sequence's session (a
@@ -308,7 +351,7 @@ impl Worker {
                 if tx.is_closed() {
                     return;
                 }
-                let mut sharing = Sharing { worker: self, reply: &tx, since: Instant::now() };
+                let mut sharing = Sharing { worker: self, reply: &tx, share: Share::new() };
                 let r = catch_unwind(AssertUnwindSafe(|| lse_eval::run_with(engine, &req, &mut sharing)));
                 let _ = tx.send(match r {
                     Ok(Ok(v)) => Ok(v),
@@ -322,10 +365,9 @@ impl Worker {
                 }
                 self.metrics.prompt_tokens.fetch_add(ids.len() as u64, Relaxed);
                 let mut scored = std::mem::replace(&mut self.scored, ScoredPrompts::new(0));
-                let mut since = Instant::now();
+                let mut share = Share::new();
                 let mut between = || {
-                    self.generate_for(since.elapsed());
-                    since = Instant::now();
+                    share.window_done(self);
                     !tx.is_closed() && !self.stop.load(Relaxed)
                 };
                 let r = catch_unwind(AssertUnwindSafe(|| prompt_logprobs(engine, &ids, top_k, cache_prompt, &mut scored, &mut between)));
