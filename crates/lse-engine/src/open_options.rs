@@ -63,6 +63,8 @@ pub fn describe(v: &Value) -> String {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
         Value::Number(n) if n.is_i64() && n.as_i64().unwrap_or(0) < 0 => "a negative number",
+        // integers beyond 64 bits parse as floats
+        Value::Number(n) if n.as_f64().is_some_and(|x| x.fract() == 0.0 && x.abs() >= 9.2e18) => "a number out of range",
         Value::Number(n) if n.is_f64() => "a fractional number",
         Value::Number(_) => "a number",
         Value::String(_) => "a string",

@@ -220,3 +220,27 @@ fn a_fifo_is_not_a_model() {
     let e = Engine::load(&fifo, opts()).err().expect("a FIFO loaded").to_string();
     assert!(e.contains("not a regular file"), "{e}");
 }
+
+/// A generation request's bad field is named (serde alone says only "expected u64" and where).
+#[test]
+fn a_generation_request_names_its_bad_field() {
+    for (req, field) in [
+        (r#"{"prompt": "hi", "seed": -1}"#, "seed"),
+        (r#"{"prompt": "hi", "top_logprobs": -1}"#, "top_logprobs"),
+        (r#"{"prompt": "hi", "max_tokens": 1e30}"#, "max_tokens"),
+        (r#"{"prompt": 5, "seed": 1}"#, "prompt"),
+    ] {
+        let e = lse_engine::GenerateRequest::from_json(req).unwrap_err();
+        assert!(e.contains(&format!("field \"{field}\"")), "{req}: {e}");
+    }
+    let e = lse_engine::GenerateRequest::from_json(r#"{"prompt": 5}"#).unwrap_err();
+    assert!(e.contains("prompt must be a string, an array of token ids"), "{e}");
+}
+
+/// An integer beyond 64 bits (which JSON parsers read as a float) is called out of range, not
+/// "a fractional number".
+#[test]
+fn an_engine_option_beyond_64_bits_is_out_of_range() {
+    let e = lse_engine::OpenOptions::parse(r#"{"model": "m.gguf", "threads": 18446744073709551616}"#).err().expect("parsed");
+    assert!(e.contains("out of range") && !e.contains("fractional"), "{e}");
+}

@@ -112,7 +112,10 @@ pub const MAX_TOP_LOGPROBS: usize = 20;
 impl GenerateRequest {
     /// Parses the JSON request object (C API, Python, `--generate` options).
     pub fn from_json(s: &str) -> Result<GenerateRequest, String> {
-        let r: GenerateRequest = serde_json::from_str(s).map_err(|e| format!("generation request: {e}"))?;
+        let r: GenerateRequest = serde_json::from_str(s).map_err(|e| match culprit(s) {
+            Some(field) => format!("generation request field \"{field}\": {e}"),
+            None => format!("generation request: {e}"),
+        })?;
         r.validate()?;
         Ok(r)
     }
@@ -164,4 +167,14 @@ impl GenerateRequest {
         }
         Ok(())
     }
+}
+
+/// The first field of a request object that fails on its own (every field has a default), to
+/// name it in the message: serde's own says only what it expected ("expected u64") and where.
+fn culprit(s: &str) -> Option<String> {
+    let serde_json::Value::Object(fields) = serde_json::from_str(s).ok()? else { return None };
+    fields.into_iter().find_map(|(k, v)| {
+        let alone = serde_json::Value::Object([(k.clone(), v)].into_iter().collect());
+        serde_json::from_value::<GenerateRequest>(alone).is_err().then_some(k)
+    })
 }
