@@ -241,6 +241,6 @@ fn a_generation_request_names_its_bad_field() {
 /// "a fractional number".
 #[test]
 fn an_engine_option_beyond_64_bits_is_out_of_range() {
-    let e = lse_engine::OpenOptions::parse(r#"{"model": "m.gguf", "threads": 18446744073709551616}"#).err().expect("parsed");
+    let e = lse_engine::OpenOptions::parse(r#"{"model": "m.gguf", "threads": 18446744073709551616}"#).expect_err("parsed");
     assert!(e.contains("out of range") && !e.contains("fractional"), "{e}");
 }
