@@ -96,7 +96,13 @@ fn inputs<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<crate::Prompt>, 
 impl EmbedRequest {
     /// Parses the JSON request object (C API, Python) and checks it.
     pub fn from_json(s: &str) -> Result<EmbedRequest, String> {
-        let r: EmbedRequest = serde_json::from_str(s).map_err(|e| format!("embeddings request: {e}"))?;
+        let r: EmbedRequest = serde_json::from_str(s).map_err(|e| {
+            let base = [("input".to_string(), serde_json::Value::from("x"))].into_iter().collect();
+            match crate::generation::bad_field::<EmbedRequest>(s, base) {
+                Some(field) => format!("embeddings request field \"{field}\": {e}"),
+                None => format!("embeddings request: {e}"),
+            }
+        })?;
         r.validate()?;
         Ok(r)
     }

@@ -244,3 +244,12 @@ fn an_engine_option_beyond_64_bits_is_out_of_range() {
     let e = lse_engine::OpenOptions::parse(r#"{"model": "m.gguf", "threads": 18446744073709551616}"#).expect_err("parsed");
     assert!(e.contains("out of range") && !e.contains("fractional"), "{e}");
 }
+
+/// An embeddings request's bad field is named too (it read like a JSON syntax error).
+#[test]
+fn an_embeddings_request_names_its_bad_field() {
+    let e = lse_engine::EmbedRequest::from_json(r#"{"input": "hi", "pooling": 1}"#).unwrap_err();
+    assert!(e.contains("field \"pooling\""), "{e}");
+    let e = lse_engine::EmbedRequest::from_json(r#"{"input": "hi", "normalize": "2"}"#).unwrap_err();
+    assert!(e.contains("field \"normalize\""), "{e}");
+}

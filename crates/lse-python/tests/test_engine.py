@@ -274,6 +274,10 @@ def test_bad_option_values_name_the_option(engine):
         engine.embed("hello", pooling="mean", normalize=1.7)
     with pytest.raises(ValueError, match="threads must be a finite number"):
         lse.Engine(model=MODEL, threads=float("nan"))
+    with pytest.raises(ValueError, match="text is not valid Unicode text: a lone surrogate at index 0"):
+        engine.perplexity(text="\ud800" + "x" * 1000)
+    with pytest.raises(ValueError, match="prompt is not valid Unicode text"):
+        engine.generate("a\udcff", max_tokens=1)
 
 
 def test_bad_requests(engine):

@@ -17,6 +17,7 @@ pub use infill::{Infill, InfillFile};
 pub use json_schema::{Schema, SchemaState};
 pub use logit_bias::LogitBias;
 pub use request::{GenerateRequest, Prompt, SamplingParams, MAX_TOP_LOGPROBS};
+pub(crate) use request::bad_field;
 pub use sampler::{argmax, Sampler};
 pub use sequence::{FinishReason, Sequence, StepStats, StepToken};
 pub use text::TextStream;

@@ -112,7 +112,7 @@ pub const MAX_TOP_LOGPROBS: usize = 20;
 impl GenerateRequest {
     /// Parses the JSON request object (C API, Python, `--generate` options).
     pub fn from_json(s: &str) -> Result<GenerateRequest, String> {
-        let r: GenerateRequest = serde_json::from_str(s).map_err(|e| match culprit(s) {
+        let r: GenerateRequest = serde_json::from_str(s).map_err(|e| match bad_field::<GenerateRequest>(s, serde_json::Map::new()) {
             Some(field) => format!("generation request field \"{field}\": {e}"),
             None => format!("generation request: {e}"),
         })?;
@@ -169,12 +169,14 @@ impl GenerateRequest {
     }
 }
 
-/// The first field of a request object that fails on its own (every field has a default), to
-/// name it in the message: serde's own says only what it expected ("expected u64") and where.
-fn culprit(s: &str) -> Option<String> {
+/// The first field of a JSON request object that fails on its own (added to `base`, valid values
+/// of the required fields), to name it in the message: serde's own says only what it expected
+/// ("expected u64") and where.
+pub(crate) fn bad_field<T: serde::de::DeserializeOwned>(s: &str, base: serde_json::Map<String, serde_json::Value>) -> Option<String> {
     let serde_json::Value::Object(fields) = serde_json::from_str(s).ok()? else { return None };
     fields.into_iter().find_map(|(k, v)| {
-        let alone = serde_json::Value::Object([(k.clone(), v)].into_iter().collect());
-        serde_json::from_value::<GenerateRequest>(alone).is_err().then_some(k)
+        let mut alone = base.clone();
+        alone.insert(k.clone(), v);
+        serde_json::from_value::<T>(serde_json::Value::Object(alone)).is_err().then_some(k)
     })
 }

@@ -43,6 +43,16 @@ def _option(name, value):
     return value
 
 
+def _utf8(name, text):
+    """`text`, which must be encodable as UTF-8 (a lone surrogate is not: JSON would carry it
+    as an escape the engine refuses without saying where it came from)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"{name} is not valid Unicode text: a lone surrogate at index {e.start}") from None
+    return text
+
+
 def _flag(name, value):
     if not isinstance(value, (bool, np.bool_)):
         raise ValueError(f"{name} must be True or False, got {value!r}")
@@ -225,6 +235,7 @@ class Engine:
         texts = [texts] if isinstance(texts, str) else list(texts)
         if not all(isinstance(t, str) for t in texts):
             raise ValueError("texts must be a str or a list of str")
+        texts = [_utf8(f"texts[{i}]", t) for i, t in enumerate(texts)]
         if isinstance(normalize, bool) or not isinstance(normalize, (int, np.integer)):
             raise ValueError(f"normalize must be an integer (-1 none, 0 max-abs, 1 taxicab, 2 Euclidean, p > 2 a p-norm), got {normalize!r}")
         req = {"input": texts, "normalize": int(normalize)}
@@ -255,7 +266,7 @@ class Engine:
         if text is not None:
             if not isinstance(text, str):
                 raise ValueError("text must be a str")
-            req["text"] = text
+            req["text"] = _utf8("text", text)
         elif tokens is not None:
             req["tokens"] = _tokens(tokens)
         else:
@@ -298,9 +309,9 @@ class Engine:
         if suffix is not None:
             if not isinstance(prompt, str) or not isinstance(suffix, str):
                 raise TypeError("with suffix, prompt and suffix are texts (before and after the gap)")
-            req = {"prompt": {"prefix": prompt, "suffix": suffix}}
+            req = {"prompt": {"prefix": _utf8("prompt", prompt), "suffix": _utf8("suffix", suffix)}}
         elif isinstance(prompt, str):
-            req = {"prompt": prompt}
+            req = {"prompt": _utf8("prompt", prompt)}
         else:
             req = {"prompt": _tokens(prompt)}
         if isinstance(stop, (str, bytes)):
