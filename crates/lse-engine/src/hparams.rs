@@ -155,9 +155,6 @@ impl HParams {
             .get_f32(&k("attention.layer_norm_rms_epsilon"))
             .ok_or_else(|| EngineError::Metadata(format!("missing key {}", k("attention.layer_norm_rms_epsilon"))))?;
         let rope_base = f.get_f32(&k("rope.freq_base")).unwrap_or(10000.0);
-        if !(rope_base.is_finite() && rope_base > 0.0) {
-            return Err(EngineError::Metadata(format!("{} must be a positive number, not {rope_base}", k("rope.freq_base"))));
-        }
         if n_rot == 0 || n_rot > head_dim_k {
             return Err(EngineError::Metadata(format!("{} {n_rot} must be between 1 and the head size {head_dim_k}", k("rope.dimension_count"))));
         }

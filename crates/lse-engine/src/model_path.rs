@@ -1,25 +1,18 @@
 //! Which `.gguf` file a `--model` path names.
 
 use crate::EngineError;
-use lse_gguf::{GgufFile, GgufSplit};
+use lse_gguf::GgufFile;
 use std::path::{Path, PathBuf};
 
 /// Every file of the model at `p`, in shard order (one for an unsplit model).
 pub fn model_files(p: &Path) -> Result<Vec<PathBuf>, EngineError> {
     let path = resolve_model_path(p)?;
-    let count = GgufFile::open(&path)?.get_u64(lse_gguf::SPLIT_COUNT_KEY).unwrap_or(1);
-    if count <= 1 {
-        return Ok(vec![path]);
-    }
-    let count = u32::try_from(count).map_err(|_| EngineError::ModelPath(path.display().to_string(), format!("split.count {count} is out of range")))?;
-    lse_gguf::shard_paths(&path, count)
-        .ok_or_else(|| EngineError::ModelPath(path.display().to_string(), "a shard of a split model must be named <prefix>-NNNNN-of-NNNNN.gguf".into()))
+    Ok(lse_gguf::model_paths(&path, &GgufFile::open(&path)?)?)
 }
 
 /// The model file holding the metadata (a split model's first shard, found from any shard).
 pub fn open_model_metadata(p: &Path) -> Result<GgufFile, EngineError> {
-    let path = resolve_model_path(p)?;
-    Ok(GgufSplit::open(&path)?.into_files().swap_remove(0))
+    Ok(GgufFile::open(&model_files(p)?[0])?)
 }
 
 /// A file as is; a folder must hold exactly one model `.gguf` (or the shards of one split model).

@@ -14,6 +14,15 @@ fn opts() -> EngineOptions {
 
 /// llama-tiny rewritten with `edit` applied to its metadata and tensor list.
 fn rewritten(tag: &str, edit: impl Fn(&mut Vec<(String, Value)>, &mut Vec<String>)) -> PathBuf {
+    rewritten_with(tag, edit, |t, data| (t.ggml_type, data.to_vec()))
+}
+
+/// As [`rewritten`], each tensor's type and bytes given by `tensor`.
+fn rewritten_with(
+    tag: &str,
+    edit: impl Fn(&mut Vec<(String, Value)>, &mut Vec<String>),
+    tensor: impl Fn(&lse_gguf::TensorInfo, &[u8]) -> (lse_gguf::GgmlType, Vec<u8>),
+) -> PathBuf {
     let f = GgufFile::open(&tiny()).unwrap();
     let mut kv: Vec<(String, Value)> = f.metadata().iter().filter(|(k, _)| k != "general.alignment").cloned().collect();
     let mut names: Vec<String> = f.tensors().iter().map(|t| t.name.clone()).collect();
@@ -24,7 +33,8 @@ fn rewritten(tag: &str, edit: impl Fn(&mut Vec<(String, Value)>, &mut Vec<String
     }
     for n in names {
         let t = f.tensor(&n).unwrap();
-        w.add_tensor(n.clone(), &t.dims, t.ggml_type, f.tensor_data(t).to_vec());
+        let (ty, data) = tensor(t, f.tensor_data(t));
+        w.add_tensor(n.clone(), &t.dims, ty, data);
     }
     let path = std::env::temp_dir().join(format!("lse-engine-test-{}-{tag}.gguf", std::process::id()));
     w.write(&path).unwrap();
@@ -190,20 +200,10 @@ fn a_vocabulary_that_does_not_fit_the_embeddings_and_a_norm_without_kernels_are_
     let e = e.expect("a 1000-token vocabulary over 32000 embedding rows loaded").to_string();
     assert!(e.contains("the tokenizer has 1000 tokens but token_embd.weight has 32000 rows"), "{e}");
 
-    let f = GgufFile::open(&tiny()).unwrap();
-    let mut w = GgufWriter::new();
-    for (k, v) in f.metadata().iter().filter(|(k, _)| k != "general.alignment") {
-        w.add_kv(k.clone(), v.clone());
-    }
-    for t in f.tensors() {
-        if t.name == "output_norm.weight" {
-            w.add_tensor(t.name.clone(), &t.dims, lse_gguf::GgmlType::I8, vec![1u8; 64]);
-        } else {
-            w.add_tensor(t.name.clone(), &t.dims, t.ggml_type, f.tensor_data(t).to_vec());
-        }
-    }
-    let p = std::env::temp_dir().join(format!("lse-engine-test-{}-norm-i8.gguf", std::process::id()));
-    w.write(&p).unwrap();
+    let p = rewritten_with("norm-i8", |_, _| {}, |t, data| match t.name.as_str() {
+        "output_norm.weight" => (lse_gguf::GgmlType::I8, vec![1u8; 64]),
+        _ => (t.ggml_type, data.to_vec()),
+    });
     let e = Engine::load(&p, opts()).err();
     let _ = std::fs::remove_file(&p);
     let e = e.expect("an i8 norm loaded");

@@ -28,7 +28,7 @@ pub use input::{read_pairs_file, read_text_file, read_text_file_verbatim, read_t
 pub use plan::{Method, Window};
 pub use merge::merge;
 pub use request::{MergeRequest, PerplexityInput, PerplexityRequest, ShardSpec};
-pub use shard_file::{file_sha256, files_sha256};
+pub use shard_file::{file_sha256, model_sha256};
 pub use run::{preflight, run_prepared, run_with, NoProgress, Preflight, Progress, ProgressInfo};
 pub use scorer::{Reduction, RowRequest, Scorer};
 

@@ -54,8 +54,15 @@ pub fn file_sha256(path: &Path, what: &str) -> Result<String> {
     files_sha256(&[path.to_path_buf()], what)
 }
 
-/// SHA-256 of the files' bytes one after another (a split model's shards, in order).
-pub fn files_sha256(paths: &[std::path::PathBuf], what: &str) -> Result<String> {
+/// SHA-256 of the model at `model` (a file or folder as `--model` takes it), recorded in a
+/// shard file's plan: its files' bytes one after another (a split model's shards, in order).
+pub fn model_sha256(model: &Path) -> Result<String> {
+    let files = lse_engine::model_files(model).map_err(|e| EvalError::Input(e.to_string()))?;
+    files_sha256(&files, "model")
+}
+
+/// SHA-256 of the files' bytes one after another.
+fn files_sha256(paths: &[std::path::PathBuf], what: &str) -> Result<String> {
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     for path in paths {

@@ -19,6 +19,6 @@ mod writer;
 pub use error::GgufError;
 pub use file::{GgufFile, TensorInfo};
 pub use ggml_type::GgmlType;
-pub use split::{shard_paths, GgufSplit, SPLIT_COUNT_KEY, SPLIT_NO_KEY, SPLIT_TENSORS_COUNT_KEY};
+pub use split::{model_paths, shard_paths, GgufSplit, SPLIT_COUNT_KEY, SPLIT_NO_KEY, SPLIT_TENSORS_COUNT_KEY};
 pub use value::Value;
 pub use writer::GgufWriter;

@@ -51,23 +51,29 @@ pub fn shard_paths(path: &Path, count: u32) -> Option<Vec<PathBuf>> {
     )
 }
 
+/// Every file of the model `path` belongs to, in shard order (`file`: `path`, opened): `path`
+/// alone for an unsplit model, else the shards its name and `split.count` give.
+pub fn model_paths(path: &Path, file: &GgufFile) -> Result<Vec<PathBuf>, GgufError> {
+    let count = split_count(file)?;
+    if count <= 1 {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    shard_paths(path, count).ok_or_else(|| {
+        let no = split_no(file).map_or_else(|_| "a shard".to_string(), |no| format!("shard {}", no + 1));
+        split_err(format!("{} says it is {no} of {count}, but its name is not <prefix>-NNNNN-of-{count:05}.gguf", path.display()))
+    })
+}
+
 impl GgufSplit {
     /// Opens a model from any one of its files: a plain GGUF, or any shard of a split model
     /// (the other shards are found beside it by name).
     pub fn open(path: &Path) -> Result<GgufSplit, GgufError> {
         let file = GgufFile::open(path)?;
-        let count = split_count(&file)?;
-        if count <= 1 {
+        let paths = model_paths(path, &file)?;
+        if paths.len() == 1 {
             return Self::from_files(vec![file]);
         }
-        let no = split_no(&file)?;
-        let paths = shard_paths(path, count).ok_or_else(|| {
-            split_err(format!(
-                "{} says it is shard {} of {count}, but its name is not <prefix>-NNNNN-of-{count:05}.gguf",
-                path.display(),
-                no + 1
-            ))
-        })?;
+        let (count, no) = (paths.len(), split_no(&file)?);
         let mut first = Some(file);
         let mut files = Vec::with_capacity(paths.len());
         for (i, p) in paths.iter().enumerate() {

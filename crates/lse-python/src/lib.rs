@@ -153,8 +153,7 @@ impl NativeEngine {
             .allow_threads(|| {
                 if req.shard.is_some() && req.model_sha256.is_none() {
                     // a shard's fingerprint names the model's files
-                    let files = lse_engine::model_files(&self.model).map_err(|e| lse_eval::EvalError::Input(e.to_string()))?;
-                    req.model_sha256 = Some(lse_eval::files_sha256(&files, "model")?);
+                    req.model_sha256 = Some(lse_eval::model_sha256(&self.model)?);
                 }
                 self.serial(|e| lse_eval::run_perplexity(e, &req, &mut watch))
             })

@@ -19,10 +19,3 @@ pub fn perplexity(a: &Args, model: &Path, req: &PerplexityRequest, pre: Prefligh
     let progress: &mut dyn Progress = if a.quiet { &mut none } else { &mut bar };
     lse_eval::run_prepared(&engine, req, pre, progress).map_err(|e| e.to_string())
 }
-
-/// SHA-256 of the model's files (a shard's fingerprint names the exact model; a split model's
-/// shards one after another).
-pub fn model_sha256(model: &Path) -> Result<String, String> {
-    let files = lse_engine::model_files(model).map_err(|e| e.to_string())?;
-    lse_eval::files_sha256(&files, "model").map_err(|e| e.to_string())
-}

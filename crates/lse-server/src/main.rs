@@ -153,7 +153,7 @@ fn perplexity(args: &Args, model: &Path, mode: Mode) -> Result<(), String> {
     };
     let pre = lse_eval::preflight(&req).map_err(err)?;
     if req.shard.is_some() {
-        req.model_sha256 = Some(engine_modes::model_sha256(model)?);
+        req.model_sha256 = Some(lse_eval::model_sha256(model).map_err(|e| e.to_string())?);
     }
     let report = engine_modes::perplexity(args, model, &req, pre)?;
     if req.shard.is_some() {

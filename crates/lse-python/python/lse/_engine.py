@@ -185,9 +185,7 @@ class Engine:
         if flash_prefill is not None:
             options["flash_prefill_v2"] = flash_prefill if isinstance(flash_prefill, str) else bool(flash_prefill)
         if cpu_fallback is not None:
-            if not isinstance(cpu_fallback, (bool, np.bool_)):
-                raise ValueError(f"cpu_fallback must be True or False, got {cpu_fallback!r}")
-            options["no_cpu_fallback"] = not bool(cpu_fallback)
+            options["no_cpu_fallback"] = not _flag("cpu_fallback", cpu_fallback)
         for name in ("threads", "batch_size", "ubatch_size", "kv_len"):
             options[name] = _option(name, options[name])
         try:
