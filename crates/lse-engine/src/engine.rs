@@ -49,7 +49,7 @@ impl Engine {
         let mut shards = GgufSplit::open(&path)?.into_files();
         let n_tensors = shards.iter().map(|f| f.tensors().len()).sum();
         let file = &mut shards[0];
-        let arch = file.architecture().ok_or(EngineError::NoArchitecture)?;
+        let arch = crate::hparams::architecture(file)?;
         if !crate::arch::SUPPORTED.contains(&arch) {
             return Err(EngineError::UnsupportedArchitecture(arch.to_string()));
         }

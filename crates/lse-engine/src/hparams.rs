@@ -125,11 +125,20 @@ fn shown(v: &Value) -> String {
     }
 }
 
+/// `general.architecture`: absent, or present as something other than a string, is refused.
+pub(crate) fn architecture(f: &GgufFile) -> Result<&str, EngineError> {
+    match f.get("general.architecture") {
+        None => Err(EngineError::NoArchitecture),
+        Some(Value::String(s)) => Ok(s),
+        Some(v) => Err(EngineError::Metadata(format!("general.architecture must be a string, not {}", shown(v)))),
+    }
+}
+
 impl HParams {
     /// `f`: the file with the metadata; `n_tensors`: the model's tensors over all its files (a
     /// split model's first shard may hold none).
     pub fn read(f: &GgufFile, n_tensors: usize) -> Result<HParams, EngineError> {
-        let arch = f.architecture().ok_or(EngineError::NoArchitecture)?.to_string();
+        let arch = architecture(f)?.to_string();
         check_keys(f, &arch)?;
         let k = |s: &str| format!("{arch}.{s}");
         let req = |s: &str| -> Result<usize, EngineError> {

@@ -23,7 +23,17 @@ fn rewritten_with(
     edit: impl Fn(&mut Vec<(String, Value)>, &mut Vec<String>),
     tensor: impl Fn(&lse_gguf::TensorInfo, &[u8]) -> (lse_gguf::GgmlType, Vec<u8>),
 ) -> PathBuf {
-    let f = GgufFile::open(&tiny()).unwrap();
+    rewritten_from(&tiny(), tag, edit, tensor)
+}
+
+/// The model at `src` rewritten as [`rewritten_with`] says.
+fn rewritten_from(
+    src: &std::path::Path,
+    tag: &str,
+    edit: impl Fn(&mut Vec<(String, Value)>, &mut Vec<String>),
+    tensor: impl Fn(&lse_gguf::TensorInfo, &[u8]) -> (lse_gguf::GgmlType, Vec<u8>),
+) -> PathBuf {
+    let f = GgufFile::open(src).unwrap();
     let mut kv: Vec<(String, Value)> = f.metadata().iter().filter(|(k, _)| k != "general.alignment").cloned().collect();
     let mut names: Vec<String> = f.tensors().iter().map(|t| t.name.clone()).collect();
     edit(&mut kv, &mut names);
@@ -140,6 +150,8 @@ fn corrupt_hyperparameters_are_refused() {
         ("eps-inf", "llama.attention.layer_norm_rms_epsilon", Value::F32(f32::INFINITY), "layer_norm_rms_epsilon"),
         ("type-int", "llama.rope.scaling.type", Value::U32(1), "rope.scaling.type must be a string"),
         ("window-str", "llama.attention.sliding_window", Value::String("512".into()), "sliding_window"),
+        // read as absent: "has no general.architecture key"
+        ("arch-int", "general.architecture", Value::U32(7), "general.architecture must be a string, not u32 7"),
         // fewer blocks than the file holds: the rest were left out
         ("blocks-3", "llama.block_count", Value::U32(3), "'blk.3."),
     ];
@@ -252,4 +264,49 @@ fn an_embeddings_request_names_its_bad_field() {
     assert!(e.contains("field \"pooling\""), "{e}");
     let e = lse_engine::EmbedRequest::from_json(r#"{"input": "hi", "normalize": "2"}"#).unwrap_err();
     assert!(e.contains("field \"normalize\""), "{e}");
+}
+
+/// `attention.sliding_window_pattern` as llama.cpp's `load_swa_pattern` reads it: one flag per
+/// layer, or a period `p` whose last layer is global (0: every layer slides). gemma3-tiny holds
+/// 3 over 4 layers and a 32-token window, so a 100-token window sees the difference.
+#[test]
+fn a_sliding_window_pattern_is_read_as_llama_cpp_reads_it() {
+    let src = lse_testdata::golden("synthetic/gemma3-tiny.gguf");
+    let key = "gemma3.attention.sliding_window_pattern";
+    let flags = |f: &[bool]| Value::Array(f.iter().map(|&b| Value::Bool(b)).collect());
+    let logits = |tag: &str, v: Option<Value>| -> Result<Vec<u32>, EngineError> {
+        let p = rewritten_from(
+            &src,
+            tag,
+            |kv, _| {
+                kv.retain(|(k, _)| k != key);
+                if let Some(v) = &v {
+                    kv.push((key.to_string(), v.clone()));
+                }
+            },
+            |t, data| (t.ggml_type, data.to_vec()),
+        );
+        let e = Engine::load(&p, EngineOptions { kv_len: Some(128), ..opts() });
+        let _ = std::fs::remove_file(&p);
+        let e = e?;
+        let tokens: Vec<u32> = (0..100u32).map(|i| (i * 37 + 11) % e.n_vocab() as u32).collect();
+        let mut s = e.new_session(None)?;
+        let mut batch = lse_engine::Batch::new();
+        batch.add_tokens(0, 0, &tokens, |i| i + 1 == tokens.len());
+        Ok(e.head_logits(&e.forward(&mut [&mut s], &batch.rows)?)?.iter().map(|x| x.to_bits()).collect())
+    };
+    let period3 = logits("swa-3", Some(Value::U32(3))).unwrap();
+    assert!(period3 == logits("swa-flags", Some(flags(&[true, true, false, true]))).unwrap(), "period 3 = layers 0, 1, 3 slide");
+    let all = logits("swa-all", Some(flags(&[true; 4]))).unwrap();
+    assert!(all == logits("swa-0", Some(Value::U32(0))).unwrap(), "period 0 = every layer slides");
+    assert!(all != period3, "the window must matter here");
+    // absent: gemma3's default period 6 (layers 0-3 all slide)
+    assert!(all == logits("swa-none", None).unwrap());
+    for (tag, v, want) in [
+        ("swa-str", Value::String("3".into()), "sliding_window_pattern is not an integer"),
+        ("swa-short", flags(&[true, false]), "sliding_window_pattern must hold 4 flags"),
+    ] {
+        let e = logits(tag, Some(v)).err().unwrap_or_else(|| panic!("{tag} loaded"));
+        assert!(matches!(e, EngineError::Metadata(_)) && e.to_string().contains(want), "{tag}: {e}");
+    }
 }

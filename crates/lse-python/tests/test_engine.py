@@ -129,8 +129,10 @@ def test_pairs_accept_tuples_and_chunks_limit(engine):
     pairs = lse.read_pairs(HERE / "data" / "pairs.jsonl")
     a = engine.perplexity(pairs=pairs[:2])
     b = engine.perplexity(pairs=[(p["prompt"], p["response"]) for p in pairs], chunks=2)
+    # fields beside prompt and response are left out, as in a --perplexity-pairs file's lines
+    c = engine.perplexity(pairs=[dict(p, id=i, source="x") for i, p in enumerate(pairs[:2])])
     for key in ("tokens", "token_ids_sha256", "scored_tokens", "mean_nll", "perplexity", "windows_scored"):
-        assert a[key] == b[key], key
+        assert a[key] == b[key] == c[key], key
 
 
 # ---------------------------------------------------------------- text vs the CLI
@@ -278,6 +280,22 @@ def test_bad_option_values_name_the_option(engine):
         engine.perplexity(text="\ud800" + "x" * 1000)
     with pytest.raises(ValueError, match="prompt is not valid Unicode text"):
         engine.generate("a\udcff", max_tokens=1)
+    # wherever in the request: named by its place there (was a JSON escape error)
+    with pytest.raises(ValueError, match=r"^stop\[1\] is not valid Unicode text: a lone surrogate at index 2$"):
+        engine.generate("a", max_tokens=1, stop=["x", "ab\udc80"])
+    with pytest.raises(ValueError, match=r"^pairs\[1\]\.response is not valid Unicode text"):
+        engine.perplexity(pairs=[("a", "b"), ("c", "\ud800")])
+    with pytest.raises(ValueError, match=r"^prompt\.suffix is not valid Unicode text"):
+        engine.generate("a", suffix="\udfff", max_tokens=1)
+    with pytest.raises(ValueError, match=r"^texts\[1\] is not valid Unicode text"):
+        engine.embed(["a", "\ud800"], pooling="mean")
+    with pytest.raises(ValueError, match=r"^json_schema\.properties\.a\.description is not valid Unicode text"):
+        engine.generate("a", max_tokens=1, json_schema={"type": "object", "properties": {"a": {"type": "string", "description": "\udc00"}}})
+    # a path of bytes that are not UTF-8 (os.fsdecode gives lone surrogates)
+    with pytest.raises(ValueError, match=r"^kld_base_out is not valid Unicode text: a lone surrogate at index 4$"):
+        engine.perplexity(text="x" * 1000, kld_base_out=b"/tmp\xff.kld")
+    with pytest.raises(ValueError, match=r"^model is not valid Unicode text"):
+        lse.Engine(model=b"/tmp/\xfe.gguf")
 
 
 def test_bad_requests(engine):

@@ -28,8 +28,9 @@ pub struct Gemma3 {
     final_softcap: Option<f32>,
 }
 
-/// Which layers use the sliding window: an explicit per-layer bool array, or a period
-/// (`default`: 6 for gemma3, 2 for gemma2).
+/// Which layers use the sliding window: an explicit per-layer bool array, or a period `p` (the
+/// last layer of every `p` is global; 0: every layer slides, as llama.cpp's `set_swa_pattern`)
+/// (`default`: 6 for gemma3, 2 for gemma2 and gpt-oss).
 pub(crate) fn swa_layers(w: &Weights, default: usize) -> Result<Vec<bool>, EngineError> {
     let n = w.hp.n_layer;
     match w.key("attention.sliding_window_pattern") {
@@ -42,7 +43,7 @@ pub(crate) fn swa_layers(w: &Weights, default: usize) -> Result<Vec<bool>, Engin
         }
         Some(x) => {
             let p = x.as_u64().ok_or_else(|| EngineError::Metadata(format!("{}.attention.sliding_window_pattern is not an integer", w.hp.arch)))? as usize;
-            Ok((0..n).map(|il| p > 0 && il % p < p - 1).collect())
+            Ok((0..n).map(|il| p == 0 || il % p < p - 1).collect())
         }
         None => Ok((0..n).map(|il| il % default < default - 1).collect()),
     }

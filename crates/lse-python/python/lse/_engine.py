@@ -43,14 +43,39 @@ def _option(name, value):
     return value
 
 
-def _utf8(name, text):
-    """`text`, which must be encodable as UTF-8 (a lone surrogate is not: JSON would carry it
-    as an escape the engine refuses without saying where it came from)."""
+def _request(req, names=None):
+    """``req`` as the JSON text the engine reads. A string anywhere in it that is not valid
+    Unicode (a lone surrogate: a ``str`` from bad bytes, or a path from ``os.fsdecode``) is
+    refused by its place in the request (``names`` renames top-level fields to the caller's
+    parameters), where JSON would carry it as an escape the engine refuses without saying whence."""
+    text = json.dumps(req, ensure_ascii=False)
     try:
         text.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise ValueError(f"{name} is not valid Unicode text: a lone surrogate at index {e.start}") from None
+    except UnicodeEncodeError:
+        place, at = _lone_surrogate(req, "", names or {})
+        raise ValueError(f"{place} is not valid Unicode text: a lone surrogate at index {at}") from None
     return text
+
+
+def _lone_surrogate(value, place, names):
+    """(place, index) of the first string in ``value`` holding a lone surrogate, else None."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as e:
+            return place, e.start
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            name = f"{place}.{k}" if place else names.get(k, k)
+            found = _lone_surrogate(k, f"a key of {place or 'the request'}", names) or _lone_surrogate(v, name, names)
+            if found:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            found = _lone_surrogate(v, f"{place}[{i}]", names)
+            if found:
+                return found
+    return None
 
 
 def _flag(name, value):
@@ -99,8 +124,9 @@ def _pairs(value):
     out = []
     for i, rec in enumerate(value):
         if isinstance(rec, dict):
-            if set(rec) - {"prompt", "response"} or "prompt" not in rec or "response" not in rec:
-                raise ValueError(f"pairs record {i + 1}: needs exactly the fields prompt and response")
+            # other fields are left out, as in a --perplexity-pairs file's lines
+            if "prompt" not in rec or "response" not in rec:
+                raise ValueError(f"pairs record {i + 1}: needs the fields prompt and response")
             prompt, response = rec["prompt"], rec["response"]
         else:
             try:
@@ -141,7 +167,7 @@ def merge_shards(shards, *, kld_base_out=None, include_windows=False, include_to
     out = _path("kld_base_out", kld_base_out)
     if out is not None:
         req["kld_base_out"] = out
-    return json.loads(_lse.merge_shards_json(json.dumps(req)))
+    return json.loads(_lse.merge_shards_json(_request(req)))
 
 
 def read_pairs(path):
@@ -189,7 +215,7 @@ class Engine:
         for name in ("threads", "batch_size", "ubatch_size", "kv_len"):
             options[name] = _option(name, options[name])
         try:
-            text = json.dumps({k: v for k, v in options.items() if v is not None})
+            text = _request({k: v for k, v in options.items() if v is not None})
         except TypeError as e:
             raise ValueError(f"engine options: {e}") from None
         self._native = _lse.NativeEngine(text)
@@ -233,13 +259,12 @@ class Engine:
         texts = [texts] if isinstance(texts, str) else list(texts)
         if not all(isinstance(t, str) for t in texts):
             raise ValueError("texts must be a str or a list of str")
-        texts = [_utf8(f"texts[{i}]", t) for i, t in enumerate(texts)]
         if isinstance(normalize, bool) or not isinstance(normalize, (int, np.integer)):
             raise ValueError(f"normalize must be an integer (-1 none, 0 max-abs, 1 taxicab, 2 Euclidean, p > 2 a p-norm), got {normalize!r}")
         req = {"input": texts, "normalize": int(normalize)}
         if pooling is not None:
             req["pooling"] = pooling
-        return self._native.embed_json(json.dumps(req))
+        return self._native.embed_json(_request(req, {"input": "texts"}))
 
     def logits(self, tokens):
         """Full logits ``[T, V]`` (numpy float32) for ``tokens`` run as one fresh session;
@@ -264,7 +289,7 @@ class Engine:
         if text is not None:
             if not isinstance(text, str):
                 raise ValueError("text must be a str")
-            req["text"] = _utf8("text", text)
+            req["text"] = text
         elif tokens is not None:
             req["tokens"] = _tokens(tokens)
         else:
@@ -288,7 +313,7 @@ class Engine:
         out = _path("shard_out", shard_out)
         if out is not None:
             req["shard_out"] = out
-        return json.loads(self._native.perplexity_json(json.dumps(req)))
+        return json.loads(self._native.perplexity_json(_request(req)))
 
     def generate(self, prompt, *, max_tokens=None, temperature=None, top_k=None, top_p=None, min_p=None,
                  repeat_penalty=None, repeat_last_n=None, presence_penalty=None, frequency_penalty=None,
@@ -307,9 +332,9 @@ class Engine:
         if suffix is not None:
             if not isinstance(prompt, str) or not isinstance(suffix, str):
                 raise TypeError("with suffix, prompt and suffix are texts (before and after the gap)")
-            req = {"prompt": {"prefix": _utf8("prompt", prompt), "suffix": _utf8("suffix", suffix)}}
+            req = {"prompt": {"prefix": prompt, "suffix": suffix}}
         elif isinstance(prompt, str):
-            req = {"prompt": _utf8("prompt", prompt)}
+            req = {"prompt": prompt}
         else:
             req = {"prompt": _tokens(prompt)}
         if isinstance(stop, (str, bytes)):
@@ -326,7 +351,7 @@ class Engine:
                        stop_token_ids=None if stop_token_ids is None else _tokens(stop_token_ids), min_tokens=min_tokens)
         scalars = ("stop", "logit_bias", "json_schema", "stop_token_ids")
         req.update({k: v if k in scalars else _option(k, v) for k, v in options.items() if v is not None})
-        return json.loads(self._native.generate_json(json.dumps(req)))
+        return json.loads(self._native.generate_json(_request(req)))
 
     def __repr__(self):
         return f"lse.Engine(model={self.model_name!r}, architecture={self.architecture!r}, n_vocab={self.n_vocab})"
