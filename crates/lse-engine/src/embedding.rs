@@ -59,6 +59,15 @@ pub fn normalize(v: &mut [f32], p: i32) {
     v.iter_mut().for_each(|x| *x *= scale);
 }
 
+/// Inputs one request may hold (OpenAI's limit for an embeddings request).
+pub const MAX_INPUTS: usize = 2048;
+
+/// The inputs of one forward pass of an embeddings request: until they hold this many tokens
+/// (or [`GROUP_INPUTS`] inputs), so a request's sessions, and its memory, stay bounded whatever
+/// its length (every input's vector is the same whatever runs beside it: batch invariance).
+const GROUP_TOKENS: usize = 2048;
+const GROUP_INPUTS: usize = 64;
+
 /// An embeddings request: every option, its default and its checks in one place; the C and
 /// Python front ends send it as JSON, the HTTP route translates its body into it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -112,6 +121,9 @@ impl EmbedRequest {
         if self.input.is_empty() {
             return Err("input is empty".into());
         }
+        if self.input.len() > MAX_INPUTS {
+            return Err(format!("input holds {} texts; at most {MAX_INPUTS} a request", self.input.len()));
+        }
         for (i, p) in self.input.iter().enumerate() {
             match p {
                 crate::Prompt::Text(t) if t.is_empty() => return Err(format!("input {i} is an empty text")),
@@ -143,6 +155,13 @@ impl Engine {
     /// Runs an embeddings request: the inputs tokenized, pooled as asked (or as the model says; an
     /// error when neither names a pooling), normalised.
     pub fn embed_request(&self, r: &EmbedRequest) -> Result<EmbedReport, EngineError> {
+        self.embed_request_between(r, &mut || true)
+    }
+
+    /// [`Engine::embed_request`], calling `between` before each forward pass of its inputs and
+    /// stopping with [`EngineError::Cancelled`] when it says nobody waits for the answer (the
+    /// server steps generations there).
+    pub fn embed_request_between(&self, r: &EmbedRequest, between: &mut dyn FnMut() -> bool) -> Result<EmbedReport, EngineError> {
         r.validate().map_err(EngineError::InvalidRequest)?;
         let pooling = r.pooling.or(self.model_pooling()).ok_or_else(|| {
             EngineError::InvalidRequest("embeddings need a pooling: this model names none (a generative model); ask for mean, cls or last".into())
@@ -156,7 +175,7 @@ impl Engine {
             ids.push(t);
         }
         let refs: Vec<&[u32]> = ids.iter().map(Vec::as_slice).collect();
-        let embeddings = self.embed(&refs, pooling, r.normalize)?;
+        let embeddings = self.embed_between(&refs, pooling, r.normalize, between)?;
         Ok(EmbedReport { object: "lse.embeddings", pooling, normalize: r.normalize, prompt_tokens: ids.iter().map(Vec::len).sum(), embeddings })
     }
 
@@ -174,6 +193,10 @@ impl Engine {
     /// One vector of `n_embd` per input (token ids, special tokens already in), pooled and then
     /// normalised by `normalize` (see [`normalize`]).
     pub fn embed(&self, inputs: &[&[u32]], pooling: Pooling, normalize_p: i32) -> Result<Vec<Vec<f32>>, EngineError> {
+        self.embed_between(inputs, pooling, normalize_p, &mut || true)
+    }
+
+    fn embed_between(&self, inputs: &[&[u32]], pooling: Pooling, normalize_p: i32, between: &mut dyn FnMut() -> bool) -> Result<Vec<Vec<f32>>, EngineError> {
         let positions: Vec<Vec<usize>> = inputs
             .iter()
             .map(|t| match pooling {
@@ -183,16 +206,27 @@ impl Engine {
             })
             .collect();
         let windows: Vec<(&[u32], &[usize])> = inputs.iter().zip(&positions).map(|(t, p)| (*t, p.as_slice())).collect();
-        let rows = self.prefill_windows(&windows)?;
-        Ok(rows
-            .iter()
-            .map(|r| {
+        let mut out = Vec::with_capacity(inputs.len());
+        let mut start = 0;
+        while start < windows.len() {
+            let mut end = start + 1;
+            let mut tokens = windows[start].0.len();
+            while end < windows.len() && end - start < GROUP_INPUTS && tokens + windows[end].0.len() <= GROUP_TOKENS {
+                tokens += windows[end].0.len();
+                end += 1;
+            }
+            if !between() {
+                return Err(EngineError::Cancelled);
+            }
+            for r in self.prefill_windows(&windows[start..end])? {
                 let e = r.n_embd;
                 let mut v: Vec<f32> = (0..e).map(|j| (0..r.n_rows).map(|i| r.data[i * e + j] as f64).sum::<f64>() / r.n_rows as f64).map(|x| x as f32).collect();
                 normalize(&mut v, normalize_p);
-                v
-            })
-            .collect())
+                out.push(v);
+            }
+            start = end;
+        }
+        Ok(out)
     }
 }
 

@@ -34,4 +34,6 @@ pub enum EngineError {
     Tokenizer(String),
     #[error("kernel: {0}")]
     Kernel(String),
+    #[error("stopped: nobody waits for the answer")]
+    Cancelled,
 }

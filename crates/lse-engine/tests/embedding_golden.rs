@@ -73,3 +73,39 @@ fn smollm2_embeddings_match_llama_server() {
 fn qwen25coder_embeddings_match_llama_server() {
     check("qwen25coder", "qwen2.5-coder-0.5b-instruct-q4_k_m");
 }
+
+/// A request longer than one forward pass runs in passes of bounded size (its memory no longer
+/// grows with its length) with the same vectors as each input alone; `between` runs before each
+/// pass and stops the request when it says so; more than `MAX_INPUTS` inputs are refused.
+#[test]
+fn a_long_request_runs_in_passes_that_can_be_stopped() {
+    use lse_engine::{EmbedRequest, EngineError, Prompt};
+    let model = lse_testdata::golden("synthetic/llama-tiny.gguf");
+    let e = Engine::load(&model, EngineOptions { threads: 2, kv_len: Some(256), ..Default::default() }).unwrap();
+    let v = e.n_vocab() as u32;
+    // 150 inputs of 3..40 tokens: more than one pass by inputs and by tokens
+    let inputs: Vec<Vec<u32>> = (0..150u32).map(|i| (0..3 + i % 38).map(|j| (i * 131 + j * 17 + 1) % v).collect()).collect();
+    let req = EmbedRequest { input: inputs.iter().cloned().map(Prompt::Tokens).collect(), pooling: Some(Pooling::Mean), normalize: 2 };
+    let mut passes = 0;
+    let all = e.embed_request_between(&req, &mut || {
+        passes += 1;
+        true
+    });
+    let all = all.unwrap();
+    assert!(passes >= 3, "{passes} passes");
+    for (i, t) in inputs.iter().enumerate() {
+        let alone = e.embed(&[t.as_slice()], Pooling::Mean, 2).unwrap();
+        assert!(alone[0] == all.embeddings[i], "input {i} differs from itself alone");
+    }
+    assert_eq!(all.prompt_tokens, inputs.iter().map(Vec::len).sum::<usize>());
+    let mut calls = 0;
+    let stopped = e.embed_request_between(&req, &mut || {
+        calls += 1;
+        calls < 2
+    });
+    assert!(matches!(stopped, Err(EngineError::Cancelled)), "{stopped:?}");
+    assert_eq!(calls, 2);
+    let many = EmbedRequest { input: vec![Prompt::Tokens(vec![1]); lse_engine::embedding::MAX_INPUTS + 1], ..req };
+    let err = e.embed_request(&many).unwrap_err().to_string();
+    assert!(err.contains("input holds 2049 texts; at most 2048 a request"), "{err}");
+}

@@ -302,12 +302,16 @@ fn perplexity_waits_behind_generation_and_both_finish() {
 #[test]
 fn generation_runs_between_the_windows_of_a_long_scoring_job() {
     let Some(m) = model() else { return };
-    let s = Server::start(&m, &[]);
+    let s = Server::start(&m, &["--pooling", "mean"]);
     let ppl = json!({"text": http::wiki(0, 60000), "ctx": 256, "chunks": 16});
+    // 400 texts, ~6000 tokens: several forward passes
+    let chars: Vec<char> = http::wiki(0, 400 * 61).chars().collect();
+    let texts: Vec<String> = chars.chunks(61).map(|c| c.iter().collect()).collect();
+    let embed = json!({"input": texts});
     let ids: Vec<u32> = (0..2000).map(|i| 200 + (i * 7919) % 40000).collect();
     let echo = json!({"prompt": ids, "echo": true, "logprobs": 1, "max_tokens": 0, "cache_prompt": false});
     let quick = json!({"prompt": "The capital of France is", "max_tokens": 6, "ignore_eos": true, "temperature": 0});
-    for (path, job) in [("/v1/perplexity", &ppl), ("/v1/completions", &echo)] {
+    for (path, job) in [("/v1/perplexity", &ppl), ("/v1/completions", &echo), ("/v1/embeddings", &embed)] {
         let started = s.metric("lse_scoring_requests_total");
         let order = std::sync::Mutex::new(Vec::new());
         let (long, short) = std::thread::scope(|sc| {
@@ -334,6 +338,8 @@ fn generation_runs_between_the_windows_of_a_long_scoring_job() {
         assert_eq!(alone.status, 200);
         if path == "/v1/perplexity" {
             assert_eq!(long.json()["perplexity"].as_f64().unwrap().to_bits(), alone.json()["perplexity"].as_f64().unwrap().to_bits());
+        } else if path == "/v1/embeddings" {
+            assert_eq!(long.json()["data"], alone.json()["data"]);
         } else {
             let lps = |r: &http::Reply| r.json()["choices"][0]["logprobs"]["token_logprobs"].clone();
             assert_eq!(lps(&long), lps(&alone));

@@ -57,8 +57,14 @@ pub fn from_engine(e: &lse_engine::EngineError) -> ApiError {
     use lse_engine::EngineError as E;
     match e {
         E::InvalidRequest(_) | E::InvalidToken { .. } | E::WindowTooLong { .. } | E::InvalidOption(_) => ApiError::bad_request(e.to_string()),
+        E::Cancelled => stopped(),
         _ => ApiError::internal(e.to_string()),
     }
+}
+
+/// A long job given up between its passes: nobody waits for it any more.
+pub fn stopped() -> ApiError {
+    ApiError::unavailable("scoring stopped: the client left or the server is shutting down")
 }
 
 /// A scoring failure: the request's fault (400) or the server's (500).
@@ -66,7 +72,7 @@ pub fn from_eval(e: &lse_eval::EvalError) -> ApiError {
     use lse_eval::EvalError as E;
     match e {
         E::Engine(_) | E::Output(_) => ApiError::internal(e.to_string()),
-        E::Cancelled => ApiError::unavailable("scoring stopped: the client left or the server is shutting down"),
+        E::Cancelled => stopped(),
         _ => ApiError::bad_request(e.to_string()),
     }
 }

@@ -381,7 +381,12 @@ impl Worker {
                 if tx.is_closed() {
                     return;
                 }
-                let r = catch_unwind(AssertUnwindSafe(|| engine.embed_request(&req)));
+                let mut share = Share::new();
+                let mut between = || {
+                    share.window_done(self);
+                    !tx.is_closed() && !self.stop.load(Relaxed)
+                };
+                let r = catch_unwind(AssertUnwindSafe(|| engine.embed_request_between(&req, &mut between)));
                 if let Ok(Ok(report)) = &r {
                     self.metrics.prompt_tokens.fetch_add(report.prompt_tokens as u64, Relaxed);
                 }

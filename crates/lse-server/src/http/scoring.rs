@@ -83,7 +83,7 @@ pub fn prompt_logprobs(
     };
     for a in (keep..ids.len()).step_by(SCORE_SLICE) {
         if !between() {
-            return Err(ApiError::unavailable("scoring stopped: the client left or the server is shutting down"));
+            return Err(crate::http::errors::stopped());
         }
         let b = (a + SCORE_SLICE).min(ids.len());
         let mut batch = Batch::new();

@@ -1,8 +1,9 @@
 //! `POST /v1/embeddings` (and `/embeddings`): one vector per `input` (a string, token ids, or a
 //! list of either), the text's final-normed rows pooled as `--pooling` (or the model) says and
 //! normalised as llama-server's `embd_normalize` (Euclidean by default); `encoding_format` float
-//! or base64 (little-endian f32 bytes, what the openai package asks for). All inputs run in one
-//! batched prefill on the scheduler thread.
+//! or base64 (little-endian f32 bytes, what the openai package asks for). The inputs run in
+//! batched passes on the scheduler thread, generations stepping between them; a client that
+//! leaves stops the request at its next pass.
 
 use crate::http::body::{wrong, Fields, JsonObject};
 use crate::http::errors::{ApiError, ApiResult};
