@@ -196,6 +196,40 @@ fn a_bias_that_bans_every_token_is_refused() {
     assert!(engine.start_sequence(&req(but_one, 2)).is_ok());
 }
 
+/// JSON mode beside a bias: no token the constraint allows first is left (a 400; a banned token
+/// was sampled), or none is left after the first (the answer ends there, never with a banned
+/// token or one that breaks the JSON).
+#[test]
+fn a_bias_that_leaves_json_mode_no_token_stops_it() {
+    use lse_engine::{GenerateRequest, Prompt};
+    let engine = Engine::load(&tiny(), opts()).unwrap();
+    let tk = engine.tokenizer();
+    let n = engine.n_vocab() as u32;
+    let req = |banned: &dyn Fn(&[u8]) -> bool, seed| GenerateRequest {
+        prompt: Prompt::Tokens(vec![1, 2, 3]),
+        max_tokens: 6,
+        json_object: true,
+        sampling: lse_engine::SamplingParams {
+            temperature: 1.0,
+            seed: Some(seed),
+            logit_bias: (0..n).filter(|&id| banned(tk.piece(id, false))).map(|id| (id, f32::NEG_INFINITY)).collect(),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    // every token with text: only the end tokens are left, which cannot start an object
+    let e = engine.start_sequence(&req(&|p| !p.is_empty(), 1)).err().unwrap();
+    assert!(matches!(&e, EngineError::InvalidRequest(m) if m.contains("bans every token the JSON constraint allows first")), "{e}");
+    // "{" alone may start it; nothing may follow it (a key's quote, "}", white space)
+    let open = |p: &[u8]| p == b"{";
+    assert!((0..n).any(|id| open(tk.piece(id, false))), "the vocabulary has no bare {{");
+    let after = |p: &[u8]| p.first().is_some_and(|b| b"\"} \t\n\r".contains(b) || (*b == b'{' && p.len() > 1));
+    for seed in 1..4 {
+        let r = engine.generate(&req(&after, seed)).unwrap();
+        assert_eq!((r.text.as_str(), r.finish_reason), ("{", "length"), "seed {seed}");
+    }
+}
+
 /// A vocabulary of another size than the embedding table (scored as if it fitted), and a norm
 /// vector in a type nothing dequantizes (a caught panic), are refused at load.
 #[test]

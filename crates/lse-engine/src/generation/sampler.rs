@@ -89,6 +89,11 @@ impl Sampler {
         }
     }
 
+    /// How many tokens the bias bans (−∞) that `logits` still allows (finite).
+    pub fn banned_among(&self, logits: &[f32]) -> usize {
+        self.p.logit_bias.iter().filter(|&(&id, &b)| b == f32::NEG_INFINITY && logits.get(id as usize).is_some_and(|l| l.is_finite())).count()
+    }
+
     /// Greedy with no bias and every penalty off: the pick is the row's argmax.
     pub fn is_plain_greedy(&self) -> bool {
         let p = &self.p;

@@ -185,6 +185,13 @@ impl Engine {
             }
         }
         self.refuse_all_banned(req)?;
+        let mut constraint = Constraint::of(req).map_err(EngineError::InvalidRequest)?;
+        if let Some(c) = constraint.as_mut().filter(|_| req.sampling.logit_bias.values().any(|&b| b == f32::NEG_INFINITY)) {
+            let mut first = vec![0f32; self.n_vocab()];
+            if c.mask(self.tokenizer(), &mut first) == Sampler::new(&req.sampling).banned_among(&first) {
+                return Err(EngineError::InvalidRequest("logit_bias bans every token the JSON constraint allows first".into()));
+            }
+        }
         let (session, fed) = match session {
             Some(mut s) => {
                 let keep = s.reusable_prefix(&prompt);
@@ -223,7 +230,7 @@ impl Engine {
             started: Instant::now(),
             first_token_at: None,
             work: Vec::new(),
-            constraint: Constraint::of(req).map_err(EngineError::InvalidRequest)?,
+            constraint,
         })
     }
 
@@ -348,7 +355,7 @@ impl Engine {
                 s.work.clear();
                 s.work.extend_from_slice(row);
                 ban(&mut s.work, &bans);
-                if c.mask(tk, &mut s.work) == 0 {
+                if c.mask(tk, &mut s.work) == s.sampler.banned_among(&s.work) {
                     // no token of the vocabulary continues the value: this sequence ends cut short
                     // (an error would fail every sequence of the step)
                     s.finish = Some(FinishReason::Length);
