@@ -79,9 +79,59 @@ pub fn is_jinja(source: &str) -> bool {
     source.contains("{{") || source.contains("{%")
 }
 
-/// Parses `template` (without rendering it): the one line of a template that cannot work.
+/// Parses `template` and renders a one-message conversation with it: the one line of a template
+/// that cannot work. Only a `raise_exception` may stop that render (a template may refuse some
+/// conversations); any other failure there (an unknown filter, function or test, say) would
+/// fail every chat request.
 pub fn check(template: &str) -> Result<(), String> {
-    env().template_from_str(template).map(|_| ()).map_err(|e| format!("the chat template does not parse: {e}"))
+    let env = env();
+    let source = without_generation_tags(template);
+    let t = env.template_from_str(&source).map_err(|e| format!("the chat template does not parse: {e}"))?;
+    let probe = serde_json::json!([{"role": "user", "content": "Hello"}]);
+    match t.render(context(&probe, None, "", "", true)) {
+        Err(e) if e.kind() != ErrorKind::InvalidOperation => Err(format!("the chat template fails on a one-message conversation: {}", e.detail().map_or(e.to_string(), str::to_string))),
+        _ => Ok(()),
+    }
+}
+
+/// `template` with transformers' `{% generation %}` … `{% endgeneration %}` (marks of the
+/// assistant's text for training masks, which render nothing; llama.cpp ignores them) as
+/// `{% if true %}` … `{% endif %}`, whitespace control kept.
+fn without_generation_tags(template: &str) -> std::borrow::Cow<'_, str> {
+    if !template.contains("generation") {
+        return template.into();
+    }
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(open) = rest.find("{%") {
+        let Some(len) = rest[open..].find("%}") else { break };
+        let tag = &rest[open + 2..open + len];
+        let inner = tag.trim_start_matches(['-', '+']).trim_end_matches(['-', '+']).trim();
+        let replacement = match inner {
+            "generation" => Some("if true"),
+            "endgeneration" => Some("endif"),
+            _ => None,
+        };
+        out.push_str(&rest[..open + 2]);
+        match replacement {
+            Some(r) => out.push_str(&tag.replacen(inner, r, 1)),
+            None => out.push_str(tag),
+        }
+        out.push_str("%}");
+        rest = &rest[open + len + 2..];
+    }
+    out.push_str(rest);
+    out.into()
+}
+
+fn context(messages: &serde_json::Value, tools: Option<&serde_json::Value>, bos: &str, eos: &str, add_generation_prompt: bool) -> Value {
+    minijinja::context! {
+        messages => Value::from_serialize(messages),
+        tools => tools.map(Value::from_serialize),
+        add_generation_prompt => add_generation_prompt,
+        bos_token => bos,
+        eos_token => eos,
+    }
 }
 
 fn env() -> Environment<'static> {
@@ -97,16 +147,10 @@ fn env() -> Environment<'static> {
 /// templates that show them to the model.
 pub fn render(template: &str, messages: &serde_json::Value, tools: Option<&serde_json::Value>, bos: &str, eos: &str, add_generation_prompt: bool) -> ApiResult<String> {
     let mut env = env();
-    env.add_template("chat", template).map_err(|e| ApiError::internal(format!("the chat template does not parse: {e}")))?;
+    let source = without_generation_tags(template);
+    env.add_template("chat", &source).map_err(|e| ApiError::internal(format!("the chat template does not parse: {e}")))?;
     let t = env.get_template("chat").map_err(|e| ApiError::internal(e.to_string()))?;
-    let ctx = minijinja::context! {
-        messages => Value::from_serialize(messages),
-        tools => tools.map(Value::from_serialize),
-        add_generation_prompt => add_generation_prompt,
-        bos_token => bos,
-        eos_token => eos,
-    };
-    t.render(ctx).map_err(|e| {
+    t.render(context(messages, tools, bos, eos, add_generation_prompt)).map_err(|e| {
         let mut msg = format!("the chat template failed on these messages: {e}");
         if let Some(d) = e.detail() {
             msg = format!("the chat template failed on these messages: {d}");
@@ -127,6 +171,25 @@ mod tests {
         let bad = serde_json::json!([{"role": "tool", "content": "x"}]);
         let e = render(t, &bad, None, "<s>", "</s>", true).unwrap_err();
         assert!(e.message.contains("bad role"), "{}", e.message);
+    }
+
+    /// transformers' generation marks render nothing (llama.cpp's parser skips them), whitespace
+    /// control kept; loops may `break`; a template that cannot render one message is refused.
+    #[test]
+    fn generation_marks_loop_controls_and_templates_that_cannot_render() {
+        let msgs = serde_json::json!([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yes"}]);
+        let t = "{% for m in messages %}[{{ m.role }}]\n  {%- if m.role == 'assistant' %}{% generation -%}\n  {{ m.content }}{%- endgeneration %}{% endif %}{% endfor %}";
+        let plain = "{% for m in messages %}[{{ m.role }}]\n  {%- if m.role == 'assistant' %}{% if true -%}\n  {{ m.content }}{%- endif %}{% endif %}{% endfor %}";
+        assert!(check(t).is_ok());
+        assert_eq!(render(t, &msgs, None, "", "", false).unwrap(), "[user][assistant]yes");
+        assert_eq!(render(t, &msgs, None, "", "", false).unwrap(), render(plain, &msgs, None, "", "", false).unwrap());
+        let first = "{% for m in messages %}{{ m.content }}{% break %}{% endfor %}";
+        assert_eq!(render(first, &msgs, None, "", "", false).unwrap(), "hi");
+        // parses, but fails on any conversation
+        let e = check("{% for m in messages %}{{ m.content | shout }}{% endfor %}").unwrap_err();
+        assert!(e.contains("fails on a one-message conversation") && e.contains("shout"), "{e}");
+        // a template may refuse some conversations
+        assert!(check("{% if messages[0].role != 'system' %}{{ raise_exception('a system message first') }}{% endif %}").is_ok());
     }
 
     #[test]
