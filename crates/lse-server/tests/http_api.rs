@@ -203,6 +203,27 @@ fn completions_chat_and_streams_agree() {
     let streamed: String = ev.iter().filter_map(|e| e["choices"][0]["delta"]["content"].as_str()).collect();
     assert_eq!(streamed, answer);
     assert_eq!(ev.last().unwrap()["usage"]["completion_tokens"], r4["usage"]["completion_tokens"]);
+    // text offsets count characters of the text, never go back, and a whole token's text is
+    // found at its offset (tokens that split a character show U+FFFD: skipped), streamed too
+    let echo = json!({"prompt": "漢字漢字 🙂 and é:", "max_tokens": 6, "temperature": 0, "logprobs": 0, "echo": true});
+    let r5 = s.post("/v1/completions", &echo).json();
+    let c5 = &r5["choices"][0]["logprobs"];
+    let chars: Vec<char> = r5["choices"][0]["text"].as_str().unwrap().chars().collect();
+    let offsets: Vec<usize> = c5["text_offset"].as_array().unwrap().iter().map(|o| o.as_u64().unwrap() as usize).collect();
+    assert!(offsets.windows(2).all(|w| w[0] <= w[1]) && *offsets.last().unwrap() <= chars.len(), "{offsets:?} over {} chars", chars.len());
+    let mut whole = 0;
+    for (tok, &at) in c5["tokens"].as_array().unwrap().iter().zip(&offsets) {
+        let tok: Vec<char> = tok.as_str().unwrap().chars().collect();
+        if !tok.contains(&'\u{fffd}') && at + tok.len() <= chars.len() {
+            assert_eq!(chars[at..at + tok.len()], tok[..], "token {tok:?} at {at}");
+            whole += 1;
+        }
+    }
+    assert!(whole >= 6 && offsets.len() > whole, "{whole} whole tokens of {}", offsets.len());
+    let mut es = echo.clone();
+    es["stream"] = json!(true);
+    let streamed: Vec<Value> = s.stream("/v1/completions", &es).iter().flat_map(|e| e["choices"][0]["logprobs"]["text_offset"].as_array().cloned().unwrap_or_default()).collect();
+    assert_eq!(json!(streamed), c5["text_offset"]);
     // seeded sampling is reproducible
     let sampled = json!({"prompt": "Once upon a time", "max_tokens": 10, "temperature": 0.9, "seed": 42});
     assert_eq!(s.post("/v1/completions", &sampled).json()["choices"][0]["text"], s.post("/v1/completions", &sampled).json()["choices"][0]["text"]);

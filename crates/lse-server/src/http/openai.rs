@@ -46,35 +46,84 @@ pub fn top_dict(engine: &Engine, top: &[(u32, f64)]) -> Value {
     Value::Object(m)
 }
 
-/// The completions `logprobs` object, built token by token.
+/// The completions `logprobs` object, built token by token. `text_offset` counts characters
+/// (OpenAI's, vLLM's) of the text the tokens render (special tokens as nothing): a token that
+/// ends inside a character leaves it to the next, so offsets never go backwards.
 #[derive(Default)]
 pub struct LogprobsObject {
     tokens: Vec<Value>,
     token_logprobs: Vec<Value>,
     top_logprobs: Vec<Value>,
     text_offset: Vec<Value>,
-    offset: usize,
+    cursor: TextCursor,
+}
+
+/// Where the next token starts: characters so far, and the bytes of a character not yet whole.
+#[derive(Clone, Debug, Default)]
+pub struct TextCursor {
+    chars: usize,
+    partial: Vec<u8>,
+}
+
+impl TextCursor {
+    /// At `chars` characters.
+    pub fn at(chars: usize) -> TextCursor {
+        TextCursor { chars, partial: Vec::new() }
+    }
+
+    /// Moves past `bytes`; an invalid sequence counts as the one U+FFFD lossy decoding makes.
+    fn advance(&mut self, bytes: &[u8]) {
+        self.partial.extend_from_slice(bytes);
+        let mut done = 0;
+        loop {
+            match std::str::from_utf8(&self.partial[done..]) {
+                Ok(s) => {
+                    self.chars += s.chars().count();
+                    done = self.partial.len();
+                    break;
+                }
+                Err(e) => {
+                    let valid = e.valid_up_to();
+                    self.chars += std::str::from_utf8(&self.partial[done..done + valid]).map_or(0, |s| s.chars().count());
+                    done += valid;
+                    match e.error_len() {
+                        Some(bad) => {
+                            self.chars += 1;
+                            done += bad;
+                        }
+                        None => break,
+                    }
+                }
+            }
+        }
+        self.partial.drain(..done);
+    }
 }
 
 impl LogprobsObject {
-    /// Starts text offsets at `offset` bytes.
-    pub fn at(offset: usize) -> LogprobsObject {
-        LogprobsObject { offset, ..Default::default() }
+    /// Starts text offsets at `cursor`.
+    pub fn at(cursor: TextCursor) -> LogprobsObject {
+        LogprobsObject { cursor, ..Default::default() }
     }
 
     fn push(&mut self, engine: &Engine, id: u32, lp: Option<f64>, top: Option<&[(u32, f64)]>) {
-        let p = piece(engine, id);
-        self.text_offset.push(json!(self.offset));
-        self.offset += p.len();
-        self.tokens.push(json!(p));
+        self.text_offset.push(json!(self.cursor.chars));
+        self.cursor.advance(engine.tokenizer().piece(id, false));
+        self.tokens.push(json!(piece(engine, id)));
         self.token_logprobs.push(lp.map_or(Value::Null, |x| json!(x)));
         self.top_logprobs.push(top.map_or(Value::Null, |t| top_dict(engine, t)));
     }
 
-    /// Continues with text offsets from `offset` (the echoed text may differ from the pieces).
-    pub fn with_offset(mut self, offset: usize) -> LogprobsObject {
-        self.offset = offset;
+    /// Continues with text offsets from `chars` characters (after the echoed text, which may
+    /// differ from the pieces).
+    pub fn with_offset(mut self, chars: usize) -> LogprobsObject {
+        self.cursor = TextCursor::at(chars);
         self
+    }
+
+    /// Where the next token's offset starts (a stream's next chunk resumes there).
+    pub fn cursor(&self) -> TextCursor {
+        self.cursor.clone()
     }
 
     /// The echoed prompt: the first token has no log-prob.
@@ -101,5 +150,21 @@ impl LogprobsObject {
             "top_logprobs": self.top_logprobs,
             "text_offset": self.text_offset,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TextCursor;
+
+    #[test]
+    fn the_cursor_counts_whole_characters_and_one_per_invalid_sequence() {
+        let mut c = TextCursor::at(3);
+        // "漢" = e6 bc a2 over two tokens, then "a": the character counts once it is whole
+        for (bytes, chars) in [(&[0xe6u8, 0xbc][..], 3), (&[0xa2, b'a'][..], 5), (&[0xff, b'b'][..], 7), (&[0xf0, 0x9f][..], 7), (&[0x99, 0x82][..], 8)] {
+            c.advance(bytes);
+            assert_eq!(c.chars, chars, "after {bytes:x?}");
+        }
+        assert!(c.partial.is_empty());
     }
 }

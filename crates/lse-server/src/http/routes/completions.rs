@@ -5,7 +5,7 @@
 use crate::http::body::{Fields, JsonObject};
 use crate::http::errors::{ApiError, ApiResult};
 use crate::http::generate::{self, finish_name, Outcome};
-use crate::http::openai::{now_secs, response_id, usage_of, LogprobsObject};
+use crate::http::openai::{now_secs, response_id, usage_of, LogprobsObject, TextCursor};
 use crate::http::options::{cache_prompt, choices, for_choice, generate_request, prompt_fits, stream_flags, validated, DEFAULT_MAX_TOKENS};
 use crate::http::prompts::{self, PromptIn};
 use crate::http::scheduler::Event;
@@ -105,10 +105,10 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
             let p = &plan.prompts[i];
             let mut text = if plan.echo { p.text.clone() } else { String::new() };
             let lp = plan.logprobs.map(|_| {
-                let mut l = LogprobsObject::at(0);
+                let mut l = LogprobsObject::default();
                 if plan.echo {
                     l.prompt(&ready.engine, &p.ids, &prompt_lps[i]);
-                    l = l.with_offset(text.len());
+                    l = l.with_offset(text.chars().count());
                 }
                 l.steps(&ready.engine, &o.steps);
                 l.json()
@@ -144,18 +144,19 @@ async fn stream_response(ready: &Ready, plan: Plan, prompt_lps: Vec<Vec<PromptLo
         let id = response_id("cmpl");
         let created = now_secs();
         let m = plan.model.as_str();
-        let mut offsets = vec![0usize; total];
+        // each choice's next text offset
+        let mut cursors = vec![TextCursor::default(); total];
         // every choice's counts, for the usage chunk
         let mut outs = plan.prompt_only(&scored_cached);
         if plan.echo {
-            for (k, offset) in offsets.iter_mut().enumerate() {
+            for (k, cursor) in cursors.iter_mut().enumerate() {
                 let (i, p) = (k / n, &plan.prompts[k / n]);
                 let lp = plan.logprobs.map(|_| {
-                    let mut l = LogprobsObject::at(0);
+                    let mut l = LogprobsObject::default();
                     l.prompt(&engine, &p.ids, &prompt_lps[i]);
                     l.json()
                 });
-                *offset = p.text.len();
+                *cursor = TextCursor::at(p.text.chars().count());
                 if !out.json(&chunk(&id, m, created, json!({"text": p.text, "index": k, "logprobs": lp, "finish_reason": null}))).await {
                     return;
                 }
@@ -178,11 +179,11 @@ async fn stream_response(ready: &Ready, plan: Plan, prompt_lps: Vec<Vec<PromptLo
             let v = match ev {
                 Event::Delta { index, text, steps } => {
                     let lp = plan.logprobs.map(|_| {
-                        let mut l = LogprobsObject::at(offsets[index]);
+                        let mut l = LogprobsObject::at(std::mem::take(&mut cursors[index]));
                         l.steps(&engine, &steps);
+                        cursors[index] = l.cursor();
                         l.json()
                     });
-                    offsets[index] += text.len();
                     chunk(&id, m, created, json!({"text": text, "index": index, "logprobs": lp, "finish_reason": null}))
                 }
                 Event::Done { index, finish, prompt_tokens, cached_tokens, completion_tokens } => {
