@@ -67,7 +67,9 @@ fn bad_inputs_get_json_errors_and_the_server_stays_up() {
         r.assert_error(*status, what);
         s.health_ok(what);
     }
-    s.get("/v1/completions").assert_error(405, "GET of a POST endpoint");
+    let r = s.get("/v1/completions");
+    r.assert_error(405, "GET of a POST endpoint");
+    assert_eq!(r.json()["error"]["type"], "invalid_request_error");
     // oversized body: 413, and the server still answers
     let r = s.oversized_post("/v1/completions", 9 * 1024 * 1024);
     r.assert_error(413, "oversized body");
@@ -96,6 +98,14 @@ fn api_key_is_required_except_for_health() {
     assert_eq!(r.json()["data"][0]["id"], "smol");
     let r = s.post_with("/v1/completions", &json!({"prompt": "Hi", "max_tokens": 1}), ("Authorization", "Bearer wrong"));
     r.assert_error(401, "completion with a wrong key");
+    // the scheme's name in any case
+    assert_eq!(s.get_with("/v1/models", ("Authorization", "bearer sekrit")).status, 200);
+    // a browser's preflight is answered without the key; answers let any origin read them
+    let origin = ("Origin", "http://localhost:8000");
+    let (status, allow) = s.header_of("OPTIONS", "/v1/chat/completions", &[origin, ("Access-Control-Request-Method", "POST"), ("Access-Control-Request-Headers", "authorization,content-type")], "access-control-allow-origin");
+    assert_eq!((status, allow.as_deref()), (200, Some("*")));
+    let (status, allow) = s.header_of("GET", "/v1/models", &[origin, ("Authorization", "Bearer sekrit")], "access-control-allow-origin");
+    assert_eq!((status, allow.as_deref()), (200, Some("*")));
     s.health_ok("401s");
 }
 

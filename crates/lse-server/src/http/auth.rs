@@ -15,7 +15,8 @@ pub async fn require_key(State(app): State<AppState>, req: Request, next: Next) 
         return next.run(req).await;
     }
     let h = req.headers();
-    let bearer = h.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer ")).map(str::trim);
+    // the scheme's name is case-insensitive (RFC 9110)
+    let bearer = h.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().split_once(' ')).filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer")).map(|(_, k)| k.trim());
     let x = h.get("x-api-key").and_then(|v| v.to_str().ok());
     if bearer == Some(key) || x == Some(key) {
         next.run(req).await

@@ -31,9 +31,9 @@ impl ApiError {
     /// OpenAI's error `type` for the status.
     pub fn kind(&self) -> &'static str {
         match self.status.as_u16() {
-            400 | 413 | 422 => "invalid_request_error",
+            400 | 405 | 413 | 422 => "invalid_request_error",
             401 | 403 => "authentication_error",
-            404 | 405 => "not_found_error",
+            404 => "not_found_error",
             503 => "unavailable_error",
             _ => "server_error",
         }

@@ -74,6 +74,9 @@ fn router(app: AppState) -> Router {
         .layer(axum::middleware::from_fn_with_state(app.clone(), auth::require_key))
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(route_panic))
+        // outermost: a browser's preflight is answered before the API key is asked for, as
+        // llama-server does, and every answer (errors too) lets any origin read it
+        .layer(tower_http::cors::CorsLayer::permissive())
         .with_state(app)
 }
 

@@ -116,6 +116,21 @@ impl Server {
         Self::reply(self.agent.get(&format!("{}{path}", self.base)).set(header.0, header.1).call())
     }
 
+    /// A request of any method with `headers` and no body: its status and the response's value
+    /// of header `want` (lowercase).
+    pub fn header_of(&self, method: &str, path: &str, headers: &[(&str, &str)], want: &str) -> (u16, Option<String>) {
+        let mut req = self.agent.request(method, &format!("{}{path}", self.base));
+        for (k, v) in headers {
+            req = req.set(k, v);
+        }
+        let resp = match req.call() {
+            Ok(r) => r,
+            Err(ureq::Error::Status(_, r)) => r,
+            Err(e) => panic!("transport error: {e}"),
+        };
+        (resp.status(), resp.header(want).map(str::to_string))
+    }
+
     pub fn post(&self, path: &str, body: &Value) -> Reply {
         self.post_raw(path, body.to_string().as_bytes())
     }
