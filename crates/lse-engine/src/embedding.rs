@@ -172,6 +172,9 @@ impl Engine {
             if let Some((index, &id)) = t.iter().enumerate().find(|(_, &x)| x as usize >= self.n_vocab()) {
                 return Err(EngineError::InvalidRequest(format!("input {i}: token id {id} at index {index} is outside the vocabulary of {}", self.n_vocab())));
             }
+            if t.len() > self.kv_capacity() {
+                return Err(EngineError::InvalidRequest(format!("input {i} has {} tokens; the context holds {} (--kv-len)", t.len(), self.kv_capacity())));
+            }
             ids.push(t);
         }
         let refs: Vec<&[u32]> = ids.iter().map(Vec::as_slice).collect();

@@ -105,6 +105,9 @@ fn a_long_request_runs_in_passes_that_can_be_stopped() {
     });
     assert!(matches!(stopped, Err(EngineError::Cancelled)), "{stopped:?}");
     assert_eq!(calls, 2);
+    let long = EmbedRequest { input: vec![Prompt::Tokens(vec![1]), Prompt::Tokens(vec![1; 300])], ..req.clone() };
+    let err = e.embed_request(&long).unwrap_err().to_string();
+    assert!(err.contains("input 1 has 300 tokens; the context holds 256"), "{err}");
     let many = EmbedRequest { input: vec![Prompt::Tokens(vec![1]); lse_engine::embedding::MAX_INPUTS + 1], ..req };
     let err = e.embed_request(&many).unwrap_err().to_string();
     assert!(err.contains("input holds 2049 texts; at most 2048 a request"), "{err}");

@@ -67,6 +67,17 @@ fn bad_inputs_get_json_errors_and_the_server_stays_up() {
         r.assert_error(*status, what);
         s.health_ok(what);
     }
+    // the messages name what is wrong and where
+    for (path, body, says) in [
+        ("/v1/completions", json!({"prompt": "hi", "temperature": 1e300}), "\"temperature\" is out of range"),
+        ("/v1/completions", json!({"prompt": [1, "a"]}), "mixes token ids with other values"),
+        ("/v1/completions", json!({"prompt": ["hi", long], "max_tokens": 1}), "prompt 1: the prompt has"),
+        ("/v1/chat/completions", json!({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": null, "tool_calls": 5}]}), "[1].tool_calls must be a list"),
+    ] {
+        let r = s.post(path, &body);
+        r.assert_error(400, says);
+        assert!(r.json()["error"]["message"].as_str().unwrap().contains(says), "{says}: {}", r.text);
+    }
     let r = s.get("/v1/completions");
     r.assert_error(405, "GET of a POST endpoint");
     assert_eq!(r.json()["error"]["type"], "invalid_request_error");

@@ -329,7 +329,12 @@ impl Schema {
     fn node(&mut self, v: &Value, at: &str, depth: usize, defs: &mut Defs) -> Result<usize, String> {
         let o = v.as_object().ok_or_else(|| format!("json_schema: {at} must be a JSON object"))?;
         if depth > MAX_DEPTH {
-            return Err(format!("json_schema: {at} nests deeper than {MAX_DEPTH}"));
+            // `at` names every level above: its start says where
+            let mut shown: String = at.chars().take(80).collect();
+            if shown.len() < at.len() {
+                shown.push('…');
+            }
+            return Err(format!("json_schema: {shown} nests deeper than {MAX_DEPTH}"));
         }
         const KNOWN: [&str; 27] = [
             "type", "properties", "required", "additionalProperties", "items", "minItems", "maxItems", "minLength", "maxLength", "enum",
@@ -1112,6 +1117,13 @@ mod tests {
             let e = Schema::compile(&schema).unwrap_err();
             assert!(e.contains(phrase), "{schema}: {e}");
         }
+        // too deep: one line naming where, not every level
+        let mut deep = json!({"type": "string"});
+        for _ in 0..70 {
+            deep = json!({"type": "array", "items": deep});
+        }
+        let e = Schema::compile(&json!({"type": "object", "properties": {"a": deep}})).unwrap_err();
+        assert!(e.contains("nests deeper than 64") && e.len() < 200, "{e}");
     }
 
     /// Alternatives of alternatives that reach the same values by 2^30 paths: one fork each.

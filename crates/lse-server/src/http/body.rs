@@ -43,7 +43,11 @@ impl<'a> Fields<'a> {
     pub fn f32(&self, key: &str) -> Result<Option<f32>, ApiError> {
         match self.get(key) {
             None => Ok(None),
-            Some(v) => v.as_f64().map(|x| Some(x as f32)).ok_or_else(|| wrong(key, "a number")),
+            Some(v) => match v.as_f64() {
+                Some(x) if (x as f32).is_infinite() => Err(ApiError::bad_request(format!("\"{key}\" is out of range: {v}"))),
+                Some(x) => Ok(Some(x as f32)),
+                None => Err(wrong(key, "a number")),
+            },
         }
     }
 

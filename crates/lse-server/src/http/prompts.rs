@@ -48,6 +48,9 @@ pub fn parse(engine: &Engine, key: &str, v: Option<&Value>, suffix: Option<&str>
     match v {
         Value::Array(a) if a.is_empty() => Err(ApiError::bad_request(format!("\"{key}\" is an empty list"))),
         Value::Array(a) if a.iter().all(|x| x.is_number()) => Ok(vec![one(engine, v, key, suffix)?]),
+        Value::Array(a) if a.iter().any(|x| x.is_number()) => {
+            Err(ApiError::bad_request(format!("\"{key}\" mixes token ids with other values: give a list of token ids, or a list of prompts")))
+        }
         Value::Array(a) => a.iter().enumerate().map(|(i, x)| one(engine, x, &format!("{key}[{i}]"), suffix)).collect(),
         _ => Ok(vec![one(engine, v, key, suffix)?]),
     }

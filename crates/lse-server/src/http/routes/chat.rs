@@ -45,6 +45,10 @@ fn normalise(messages: &Value) -> ApiResult<Value> {
             }
             o.insert("content".into(), Value::String(text));
         }
+        match o.get("tool_calls") {
+            None | Some(Value::Null) | Some(Value::Array(_)) => {}
+            _ => return Err(ApiError::bad_request(format!("\"messages\"[{i}].tool_calls must be a list of calls"))),
+        }
         match o.get("content") {
             Some(Value::String(_)) => {}
             // an assistant turn that only calls tools (OpenAI's clients send null): empty text, which

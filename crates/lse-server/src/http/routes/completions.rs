@@ -75,7 +75,12 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
     for (i, p) in prompts.iter().enumerate() {
         let r = GenerateRequest { prompt: Prompt::Tokens(p.ids.clone()), top_logprobs: logprobs.unwrap_or(0), ..base.clone() };
         let r = validated(r)?;
-        prompt_fits(p.ids.len(), ready.engine.kv_capacity(), max_tokens > 0)?;
+        prompt_fits(p.ids.len(), ready.engine.kv_capacity(), max_tokens > 0).map_err(|mut e| {
+            if prompts.len() > 1 {
+                e.message = format!("prompt {i}: {}", e.message);
+            }
+            e
+        })?;
         reqs.extend((0..n).map(|j| (i * n + j, for_choice(&r, j))));
     }
     let plan = Plan { prompts, reqs, echo, logprobs, max_tokens, cache_prompt: cache_prompt(&f)?, n, model: app.model_id() };
