@@ -73,11 +73,17 @@ fn bad_inputs_get_json_errors_and_the_server_stays_up() {
         ("/v1/completions", json!({"prompt": [1, "a"]}), "mixes token ids with other values"),
         ("/v1/completions", json!({"prompt": ["hi", long], "max_tokens": 1}), "prompt 1: the prompt has"),
         ("/v1/chat/completions", json!({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": null, "tool_calls": 5}]}), "[1].tool_calls must be a list"),
+        // llama-server's samplers LSE lacks: refused when on (they were ignored)
+        ("/v1/completions", json!({"prompt": "hi", "mirostat": 2}), "\"mirostat\" is not supported"),
+        ("/completion", json!({"prompt": "hi", "dry_multiplier": 0.8}), "\"dry_multiplier\" is not supported"),
     ] {
         let r = s.post(path, &body);
         r.assert_error(400, says);
         assert!(r.json()["error"]["message"].as_str().unwrap().contains(says), "{says}: {}", r.text);
     }
+    // ... and accepted when off, as llama-server's web UI sends them
+    let off = json!({"prompt": "hi", "max_tokens": 1, "mirostat": 0, "typical_p": 1.0, "xtc_probability": 0.0, "dry_multiplier": 0.0, "top_n_sigma": -1.0, "dynatemp_range": 0.0});
+    assert_eq!(s.post("/v1/completions", &off).status, 200);
     let r = s.get("/v1/completions");
     r.assert_error(405, "GET of a POST endpoint");
     assert_eq!(r.json()["error"]["type"], "invalid_request_error");

@@ -8,6 +8,30 @@ use lse_engine::{GenerateRequest, Prompt};
 /// OpenAI's default `max_tokens` for completions.
 pub const DEFAULT_MAX_TOKENS: i64 = 16;
 
+/// llama-server's samplers that LSE does not have, each with the values that leave it off (its
+/// defaults): asked for, they would be ignored without a word, and the text not the one asked.
+const OTHER_SAMPLERS: &[(&str, fn(f64) -> bool)] = &[
+    ("mirostat", |v| v == 0.0),
+    ("typical_p", |v| v >= 1.0),
+    ("xtc_probability", |v| v <= 0.0),
+    ("dry_multiplier", |v| v == 0.0),
+    ("top_n_sigma", |v| v <= 0.0),
+    ("dynatemp_range", |v| v <= 0.0),
+];
+
+fn refuse_other_samplers(f: &Fields) -> ApiResult<()> {
+    for (key, off) in OTHER_SAMPLERS {
+        if let Some(v) = f.get(key) {
+            if !v.as_f64().is_some_and(off) {
+                return Err(ApiError::bad_request(format!(
+                    "\"{key}\" is not supported: LSE samples with temperature, top_k, top_p, min_p, the penalties and logit_bias"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The sampling and stopping options of a body; the prompt is left empty for the caller.
 pub fn generate_request(f: &Fields, max_keys: &[&str], default_max: i64) -> ApiResult<GenerateRequest> {
     let mut r = GenerateRequest { prompt: Prompt::Tokens(Vec::new()), max_tokens: default_max, ..Default::default() };
@@ -17,6 +41,7 @@ pub fn generate_request(f: &Fields, max_keys: &[&str], default_max: i64) -> ApiR
             break;
         }
     }
+    refuse_other_samplers(f)?;
     let s = &mut r.sampling;
     if let Some(v) = f.f32("temperature")? {
         s.temperature = v;
