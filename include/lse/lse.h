@@ -193,7 +193,8 @@ int lse_generate(lse_engine *engine, const char *request_json, char **json_out, 
  * engine: a handle from lse_engine_open, not yet closed. Must not be NULL.
  * request_json: a JSON object:
  *     "input"             a string (tokenized as a prompt: BOS/EOS as the vocabulary asks, special-
- *                         token text parsed), an array of token ids, or an array of those. Required.
+ *                         token text parsed), an array of token ids, or an array of those (at
+ *                         most 2048). Required.
  *     "pooling"           "mean", "cls" or "last" (default: the model's own pooling type; generative
  *                         models have none, and the call fails without one)
  *     "normalize"         integer, llama.cpp's embd_normalize: -1 none, 0 max-abs to 32760,

@@ -252,8 +252,8 @@ class Engine:
         """Embeddings as ``llama-server --embeddings`` computes them: each text (a str, or a list
         of them) tokenized as a prompt, its final-normed hidden rows pooled (``pooling`` "mean",
         "cls" or "last"; ``None`` = the model's own, which generative models lack) and normalised
-        (``normalize``: llama.cpp's ``embd_normalize``, 2 = Euclidean, -1 = none). Returns a numpy
-        float32 array ``[N, n_embd]``."""
+        (``normalize``: llama.cpp's ``embd_normalize``, 2 = Euclidean, -1 = none); at most 2048
+        texts a call. Returns a numpy float32 array ``[N, n_embd]``."""
         if not isinstance(texts, str) and not hasattr(texts, "__iter__"):
             raise ValueError("texts must be a str or a list of str")
         texts = [texts] if isinstance(texts, str) else list(texts)
