@@ -122,7 +122,7 @@ impl EmbedRequest {
             return Err("input is empty".into());
         }
         if self.input.len() > MAX_INPUTS {
-            return Err(format!("input holds {} texts; at most {MAX_INPUTS} a request", self.input.len()));
+            return Err(format!("input holds {} entries; at most {MAX_INPUTS} a request", self.input.len()));
         }
         for (i, p) in self.input.iter().enumerate() {
             match p {

@@ -110,5 +110,5 @@ fn a_long_request_runs_in_passes_that_can_be_stopped() {
     assert!(err.contains("input 1 has 300 tokens; the context holds 256"), "{err}");
     let many = EmbedRequest { input: vec![Prompt::Tokens(vec![1]); lse_engine::embedding::MAX_INPUTS + 1], ..req };
     let err = e.embed_request(&many).unwrap_err().to_string();
-    assert!(err.contains("input holds 2049 texts; at most 2048 a request"), "{err}");
+    assert!(err.contains("input holds 2049 entries; at most 2048 a request"), "{err}");
 }

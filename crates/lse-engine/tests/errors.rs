@@ -150,7 +150,7 @@ fn corrupt_hyperparameters_are_refused() {
         ("eps-inf", "llama.attention.layer_norm_rms_epsilon", Value::F32(f32::INFINITY), "layer_norm_rms_epsilon"),
         ("type-int", "llama.rope.scaling.type", Value::U32(1), "rope.scaling.type must be a string"),
         ("window-str", "llama.attention.sliding_window", Value::String("512".into()), "sliding_window"),
-        // read as absent: "has no general.architecture key"
+        // was read as absent ("has no general.architecture key")
         ("arch-int", "general.architecture", Value::U32(7), "general.architecture must be a string, not u32 7"),
         // fewer blocks than the file holds: the rest were left out
         ("blocks-3", "llama.block_count", Value::U32(3), "'blk.3."),
@@ -228,6 +228,12 @@ fn a_bias_that_leaves_json_mode_no_token_stops_it() {
         let r = engine.generate(&req(&after, seed)).unwrap();
         assert_eq!((r.text.as_str(), r.finish_reason), ("{", "length"), "seed {seed}");
     }
+    // the tokens both allow ("{", and its byte token where there is one) are stop ids that
+    // min_tokens holds back
+    let braces: Vec<u32> = (0..n).filter(|&id| open(tk.piece(id, false))).collect();
+    let held = GenerateRequest { stop_token_ids: braces, min_tokens: 2, ..req(&|p| !p.is_empty() && !open(p), 1) };
+    let e = engine.start_sequence(&held).err().unwrap();
+    assert!(matches!(&e, EngineError::InvalidRequest(m) if m.contains("bans every token the JSON constraint allows first")), "{e}");
 }
 
 /// A vocabulary of another size than the embedding table (scored as if it fitted), and a norm

@@ -285,8 +285,12 @@ def test_bad_option_values_name_the_option(engine):
         engine.generate("a", max_tokens=1, stop=["x", "ab\udc80"])
     with pytest.raises(ValueError, match=r"^pairs\[1\]\.response is not valid Unicode text"):
         engine.perplexity(pairs=[("a", "b"), ("c", "\ud800")])
-    with pytest.raises(ValueError, match=r"^prompt\.suffix is not valid Unicode text"):
+    with pytest.raises(ValueError, match=r"^suffix is not valid Unicode text"):
         engine.generate("a", suffix="\udfff", max_tokens=1)
+    with pytest.raises(ValueError, match=r"^prompt is not valid Unicode text"):
+        engine.generate("\udfff", suffix="b", max_tokens=1)
+    with pytest.raises(ValueError, match=r"^pairs\[1\]: prompt and response must be strings"):
+        engine.perplexity(pairs=[("a", "b"), ("c", 3)])
     with pytest.raises(ValueError, match=r"^texts\[1\] is not valid Unicode text"):
         engine.embed(["a", "\ud800"], pooling="mean")
     with pytest.raises(ValueError, match=r"^json_schema\.properties\.a\.description is not valid Unicode text"):

@@ -76,13 +76,15 @@ fn bad_inputs_get_json_errors_and_the_server_stays_up() {
         // llama-server's samplers LSE lacks: refused when on (they were ignored)
         ("/v1/completions", json!({"prompt": "hi", "mirostat": 2}), "\"mirostat\" is not supported"),
         ("/completion", json!({"prompt": "hi", "dry_multiplier": 0.8}), "\"dry_multiplier\" is not supported"),
+        ("/v1/completions", json!({"prompt": "hi", "mirostat": false}), "\"mirostat\" must be a number"),
     ] {
         let r = s.post(path, &body);
         r.assert_error(400, says);
         assert!(r.json()["error"]["message"].as_str().unwrap().contains(says), "{says}: {}", r.text);
     }
     // ... and accepted when off, as llama-server's web UI sends them
-    let off = json!({"prompt": "hi", "max_tokens": 1, "mirostat": 0, "typical_p": 1.0, "xtc_probability": 0.0, "dry_multiplier": 0.0, "top_n_sigma": -1.0, "dynatemp_range": 0.0});
+    let off = json!({"prompt": "hi", "max_tokens": 1, "mirostat": 0, "typical_p": 1.0, "xtc_probability": 0.5, "xtc_threshold": 0.9,
+                     "dry_multiplier": 0.8, "dry_base": 0.5, "top_n_sigma": -1.0, "dynatemp_range": 0.0});
     assert_eq!(s.post("/v1/completions", &off).status, 200);
     let r = s.get("/v1/completions");
     r.assert_error(405, "GET of a POST endpoint");

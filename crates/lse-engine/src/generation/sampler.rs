@@ -89,9 +89,9 @@ impl Sampler {
         }
     }
 
-    /// How many tokens the bias bans (−∞) that `logits` still allows (finite).
-    pub fn banned_among(&self, logits: &[f32]) -> usize {
-        self.p.logit_bias.iter().filter(|&(&id, &b)| b == f32::NEG_INFINITY && logits.get(id as usize).is_some_and(|l| l.is_finite())).count()
+    /// Whether some token of `logits` is open (finite) and not banned (−∞) by the bias.
+    pub fn leaves_any(&self, logits: &[f32]) -> bool {
+        logits.iter().enumerate().any(|(id, l)| l.is_finite() && self.p.logit_bias.get(&(id as u32)) != Some(&f32::NEG_INFINITY))
     }
 
     /// Greedy with no bias and every penalty off: the pick is the row's argmax.

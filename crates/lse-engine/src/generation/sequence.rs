@@ -145,21 +145,32 @@ impl Engine {
         })
     }
 
-    /// A 400 when `logit_bias` bans every token (with `min_tokens`, every token but those that
-    /// end the answer): no step could sample anything.
-    fn refuse_all_banned(&self, req: &GenerateRequest) -> Result<(), EngineError> {
-        let banned = |id: u32| req.sampling.logit_bias.get(&id) == Some(&f32::NEG_INFINITY);
+    /// A 400 when no token could be sampled at the first step: `logit_bias` bans every token, or
+    /// every token but those that end the answer, which `min_tokens` holds back, or every token
+    /// the JSON constraint allows first.
+    fn refuse_dead_start(&self, req: &GenerateRequest, constraint: Option<&mut Constraint>) -> Result<(), EngineError> {
         let n_banned = req.sampling.logit_bias.values().filter(|&&b| b == f32::NEG_INFINITY).count();
-        if n_banned < self.n_vocab().saturating_sub(self.tokenizer().eog_ids().len() + req.stop_token_ids.len()) {
+        let ends = || self.tokenizer().eog_ids().iter().filter(|_| !req.ignore_eos).chain(&req.stop_token_ids).copied();
+        // fewer bans than tokens that could not end the answer: some are open
+        if n_banned == 0 || (constraint.is_none() && n_banned < self.n_vocab().saturating_sub(ends().count())) {
             return Ok(());
         }
-        let ends = |id: u32| (!req.ignore_eos && self.tokenizer().is_eog(id)) || req.stop_token_ids.contains(&id);
-        let open: Vec<u32> = (0..self.n_vocab() as u32).filter(|&id| !banned(id)).collect();
-        if open.is_empty() {
+        let sampler = Sampler::new(&req.sampling);
+        let mut row = vec![0f32; self.n_vocab()];
+        if !sampler.leaves_any(&row) {
             return Err(EngineError::InvalidRequest("logit_bias bans every token of the vocabulary".into()));
         }
-        if req.min_tokens > 0 && open.iter().all(|&id| ends(id)) {
-            return Err(EngineError::InvalidRequest("logit_bias leaves only tokens that end the answer, which min_tokens holds back".into()));
+        if req.min_tokens > 0 {
+            ban(&mut row, &ends().collect::<Vec<u32>>());
+            if !sampler.leaves_any(&row) {
+                return Err(EngineError::InvalidRequest("logit_bias leaves only tokens that end the answer, which min_tokens holds back".into()));
+            }
+        }
+        if let Some(c) = constraint {
+            c.mask(self.tokenizer(), &mut row);
+            if !sampler.leaves_any(&row) {
+                return Err(EngineError::InvalidRequest("logit_bias bans every token the JSON constraint allows first".into()));
+            }
         }
         Ok(())
     }
@@ -184,14 +195,8 @@ impl Engine {
                 return Err(EngineError::InvalidRequest(format!("{what} token id {id} is outside the vocabulary of {}", self.n_vocab())));
             }
         }
-        self.refuse_all_banned(req)?;
         let mut constraint = Constraint::of(req).map_err(EngineError::InvalidRequest)?;
-        if let Some(c) = constraint.as_mut().filter(|_| req.sampling.logit_bias.values().any(|&b| b == f32::NEG_INFINITY)) {
-            let mut first = vec![0f32; self.n_vocab()];
-            if c.mask(self.tokenizer(), &mut first) == Sampler::new(&req.sampling).banned_among(&first) {
-                return Err(EngineError::InvalidRequest("logit_bias bans every token the JSON constraint allows first".into()));
-            }
-        }
+        self.refuse_dead_start(req, constraint.as_mut())?;
         let (session, fed) = match session {
             Some(mut s) => {
                 let keep = s.reusable_prefix(&prompt);
@@ -355,7 +360,8 @@ impl Engine {
                 s.work.clear();
                 s.work.extend_from_slice(row);
                 ban(&mut s.work, &bans);
-                if c.mask(tk, &mut s.work) == s.sampler.banned_among(&s.work) {
+                c.mask(tk, &mut s.work);
+                if !s.sampler.leaves_any(&s.work) {
                     // no token of the vocabulary continues the value: this sequence ends cut short
                     // (an error would fail every sequence of the step)
                     s.finish = Some(FinishReason::Length);

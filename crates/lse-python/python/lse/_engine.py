@@ -46,18 +46,23 @@ def _option(name, value):
 def _request(req, names=None):
     """``req`` as the JSON text the engine reads. A string anywhere in it that is not valid
     Unicode (a lone surrogate: a ``str`` from bad bytes, or a path from ``os.fsdecode``) is
-    refused by its place in the request (``names`` renames top-level fields to the caller's
-    parameters), where JSON would carry it as an escape the engine refuses without saying whence."""
+    refused by its place in the request, where JSON would carry it as an escape the engine
+    refuses without saying whence. ``names`` maps request fields (``"input"``,
+    ``"prompt.suffix"``) to the caller's parameters."""
     text = json.dumps(req, ensure_ascii=False)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        place, at = _lone_surrogate(req, "", names or {})
+        place, at = _lone_surrogate(req, "")
+        for field, name in (names or {}).items():
+            if place == field or place.startswith((field + ".", field + "[")):
+                place = name + place[len(field):]
+                break
         raise ValueError(f"{place} is not valid Unicode text: a lone surrogate at index {at}") from None
     return text
 
 
-def _lone_surrogate(value, place, names):
+def _lone_surrogate(value, place):
     """(place, index) of the first string in ``value`` holding a lone surrogate, else None."""
     if isinstance(value, str):
         try:
@@ -66,13 +71,12 @@ def _lone_surrogate(value, place, names):
             return place, e.start
     elif isinstance(value, dict):
         for k, v in value.items():
-            name = f"{place}.{k}" if place else names.get(k, k)
-            found = _lone_surrogate(k, f"a key of {place or 'the request'}", names) or _lone_surrogate(v, name, names)
+            found = _lone_surrogate(k, f"a key of {place or 'the request'}") or _lone_surrogate(v, f"{place}.{k}" if place else k)
             if found:
                 return found
     elif isinstance(value, (list, tuple)):
         for i, v in enumerate(value):
-            found = _lone_surrogate(v, f"{place}[{i}]", names)
+            found = _lone_surrogate(v, f"{place}[{i}]")
             if found:
                 return found
     return None
@@ -126,15 +130,15 @@ def _pairs(value):
         if isinstance(rec, dict):
             # other fields are left out, as in a --perplexity-pairs file's lines
             if "prompt" not in rec or "response" not in rec:
-                raise ValueError(f"pairs record {i + 1}: needs the fields prompt and response")
+                raise ValueError(f"pairs[{i}]: needs the fields prompt and response")
             prompt, response = rec["prompt"], rec["response"]
         else:
             try:
                 prompt, response = rec
             except (TypeError, ValueError):
-                raise ValueError(f"pairs record {i + 1}: expected a dict or a (prompt, response) pair") from None
+                raise ValueError(f"pairs[{i}]: expected a dict or a (prompt, response) pair") from None
         if not isinstance(prompt, str) or not isinstance(response, str):
-            raise ValueError(f"pairs record {i + 1}: prompt and response must be strings")
+            raise ValueError(f"pairs[{i}]: prompt and response must be strings")
         out.append({"prompt": prompt, "response": response})
     return out
 
@@ -351,7 +355,7 @@ class Engine:
                        stop_token_ids=None if stop_token_ids is None else _tokens(stop_token_ids), min_tokens=min_tokens)
         scalars = ("stop", "logit_bias", "json_schema", "stop_token_ids")
         req.update({k: v if k in scalars else _option(k, v) for k, v in options.items() if v is not None})
-        return json.loads(self._native.generate_json(_request(req)))
+        return json.loads(self._native.generate_json(_request(req, {"prompt.prefix": "prompt", "prompt.suffix": "suffix"})))
 
     def __repr__(self):
         return f"lse.Engine(model={self.model_name!r}, architecture={self.architecture!r}, n_vocab={self.n_vocab})"

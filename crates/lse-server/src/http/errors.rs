@@ -64,7 +64,7 @@ pub fn from_engine(e: &lse_engine::EngineError) -> ApiError {
 
 /// A long job given up between its passes: nobody waits for it any more.
 pub fn stopped() -> ApiError {
-    ApiError::unavailable("scoring stopped: the client left or the server is shutting down")
+    ApiError::unavailable("stopped: the client left or the server is shutting down")
 }
 
 /// A scoring failure: the request's fault (400) or the server's (500).

@@ -109,16 +109,13 @@ impl LogprobsObject {
     fn push(&mut self, engine: &Engine, id: u32, lp: Option<f64>, top: Option<&[(u32, f64)]>) {
         self.text_offset.push(json!(self.cursor.chars));
         self.cursor.advance(engine.tokenizer().piece(id, false));
+        self.push_entry(engine, id, lp, top);
+    }
+
+    fn push_entry(&mut self, engine: &Engine, id: u32, lp: Option<f64>, top: Option<&[(u32, f64)]>) {
         self.tokens.push(json!(piece(engine, id)));
         self.token_logprobs.push(lp.map_or(Value::Null, |x| json!(x)));
         self.top_logprobs.push(top.map_or(Value::Null, |t| top_dict(engine, t)));
-    }
-
-    /// Continues with text offsets from `chars` characters (after the echoed text, which may
-    /// differ from the pieces).
-    pub fn with_offset(mut self, chars: usize) -> LogprobsObject {
-        self.cursor = TextCursor::at(chars);
-        self
     }
 
     /// Where the next token's offset starts (a stream's next chunk resumes there).
@@ -127,13 +124,18 @@ impl LogprobsObject {
     }
 
     /// The echoed prompt: the first token has no log-prob.
-    pub fn prompt(&mut self, engine: &Engine, ids: &[u32], lps: &[PromptLogprob]) {
-        for (i, &id) in ids.iter().enumerate() {
+    /// The echoed prompt: the first token has no log-prob; offsets into `text`, the echo, which
+    /// the tokens' text need not spell exactly (see [`prompt_offsets`]). The completion's
+    /// offsets go on after it.
+    pub fn prompt(&mut self, engine: &Engine, ids: &[u32], text: &str, lps: &[PromptLogprob]) {
+        for (i, (&id, at)) in ids.iter().zip(prompt_offsets(engine.tokenizer(), ids, text)).enumerate() {
+            self.text_offset.push(json!(self.cursor.chars + at));
             match i.checked_sub(1).and_then(|j| lps.get(j)) {
-                Some(l) => self.push(engine, id, Some(l.logprob), Some(&l.top)),
-                None => self.push(engine, id, None, None),
+                Some(l) => self.push_entry(engine, id, Some(l.logprob), Some(&l.top)),
+                None => self.push_entry(engine, id, None, None),
             }
         }
+        self.cursor = TextCursor::at(self.cursor.chars + text.chars().count());
     }
 
     /// Generated tokens (an end-of-generation token is listed too, as it was sampled).
@@ -153,6 +155,41 @@ impl LogprobsObject {
     }
 }
 
+/// Where each prompt token starts in `text`, the prompt it was tokenized from (or detokenized
+/// into), in characters: the token's bytes (a special token's text shown) where the text holds
+/// them, a SentencePiece word's leading space where the text starts without it; a special token
+/// the text does not hold (the BOS the vocabulary adds) takes no room, any other token its
+/// bytes' worth (the text's U+FFFD for a split character). Never past the text's end.
+fn prompt_offsets(tk: &lse_tokenizer::Tokenizer, ids: &[u32], text: &str) -> Vec<usize> {
+    let bytes = text.as_bytes();
+    let (mut at, mut chars) = (0, 0);
+    let mut whole = text.char_indices().peekable();
+    let mut out = Vec::with_capacity(ids.len());
+    for &id in ids {
+        // the characters wholly before byte `at`
+        while let Some(&(i, c)) = whole.peek() {
+            if i + c.len_utf8() > at {
+                break;
+            }
+            chars += 1;
+            whole.next();
+        }
+        out.push(chars);
+        let (piece, rest) = (tk.piece(id, true), &bytes[at..]);
+        let special = tk.piece(id, false).is_empty();
+        at += if rest.starts_with(piece) {
+            piece.len()
+        } else if piece.first() == Some(&b' ') && rest.starts_with(&piece[1..]) {
+            piece.len() - 1
+        } else if special {
+            0
+        } else {
+            piece.len().min(rest.len())
+        };
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::TextCursor;
@@ -166,5 +203,43 @@ mod tests {
             assert_eq!(c.chars, chars, "after {bytes:x?}");
         }
         assert!(c.partial.is_empty());
+    }
+}
+
+#[cfg(test)]
+mod offset_tests {
+    use super::prompt_offsets;
+    use lse_tokenizer::Tokenizer;
+
+    fn vocab(name: &str) -> Tokenizer {
+        let f = lse_gguf::GgufFile::open(&lse_testdata::shared(&format!("data/vocab/ggml-vocab-{name}.gguf"))).unwrap();
+        Tokenizer::from_gguf(&f).unwrap()
+    }
+
+    /// Each token's text is where its offset says in the prompt it came from: a SentencePiece
+    /// vocabulary (an added BOS, a first word's leading space the text lacks, byte tokens of
+    /// characters it does not hold), a byte-level BPE one (tokens that split a character), and
+    /// special-token text written in the prompt.
+    #[test]
+    fn prompt_offsets_point_into_the_prompt_text() {
+        for (name, text) in [("llama-spm", "Hello world, 漢字 🙂 done."), ("qwen2", "Hello world, 漢字 🙂 done."), ("qwen2", "<|im_start|>user\nHi<|im_end|>")] {
+            let tk = vocab(name);
+            let ids = tk.tokenize(text, true, true);
+            let at = prompt_offsets(&tk, &ids, text);
+            let chars: Vec<char> = text.chars().collect();
+            assert!(at.windows(2).all(|w| w[0] <= w[1]) && *at.last().unwrap() <= chars.len(), "{name}: {at:?}");
+            let mut whole = 0;
+            for (i, (&id, &a)) in ids.iter().zip(&at).enumerate() {
+                let Ok(piece) = std::str::from_utf8(tk.piece(id, true)) else { continue };
+                let piece = if a == 0 && i <= 1 { piece.strip_prefix(' ').unwrap_or(piece) } else { piece };
+                if piece.is_empty() || !text.contains(piece) {
+                    continue; // an added BOS
+                }
+                let p: Vec<char> = piece.chars().collect();
+                assert_eq!(chars[a..a + p.len()], p[..], "{name}: token {i} {piece:?} at {a}");
+                whole += 1;
+            }
+            assert!(whole >= 3, "{name}: {whole} tokens checked");
+        }
     }
 }

@@ -8,28 +8,25 @@ use lse_engine::{GenerateRequest, Prompt};
 /// OpenAI's default `max_tokens` for completions.
 pub const DEFAULT_MAX_TOKENS: i64 = 16;
 
-/// llama-server's samplers that LSE does not have, each with the values that leave it off (its
-/// defaults): asked for, they would be ignored without a word, and the text not the one asked.
-const OTHER_SAMPLERS: &[(&str, fn(f64) -> bool)] = &[
-    ("mirostat", |v| v == 0.0),
-    ("typical_p", |v| v >= 1.0),
-    ("xtc_probability", |v| v <= 0.0),
-    ("dry_multiplier", |v| v == 0.0),
-    ("top_n_sigma", |v| v <= 0.0),
-    ("dynatemp_range", |v| v <= 0.0),
-];
-
+/// A 400 when a body turns on one of llama-server's samplers that LSE does not have (they
+/// would be ignored without a word, and the text not the one asked); each is off as llama.cpp
+/// leaves it off (its defaults, and XTC above a 0.5 threshold, DRY below base 1 or over no tokens).
 fn refuse_other_samplers(f: &Fields) -> ApiResult<()> {
-    for (key, off) in OTHER_SAMPLERS {
-        if let Some(v) = f.get(key) {
-            if !v.as_f64().is_some_and(off) {
-                return Err(ApiError::bad_request(format!(
-                    "\"{key}\" is not supported: LSE samples with temperature, top_k, top_p, min_p, the penalties and logit_bias"
-                )));
-            }
-        }
+    let num = |key: &str, default: f32| -> ApiResult<f32> { Ok(f.f32(key)?.unwrap_or(default)) };
+    let on = [
+        ("mirostat", num("mirostat", 0.0)? != 0.0),
+        ("typical_p", num("typical_p", 1.0)? < 1.0),
+        ("xtc_probability", num("xtc_probability", 0.0)? > 0.0 && num("xtc_threshold", 0.1)? <= 0.5),
+        ("dry_multiplier", num("dry_multiplier", 0.0)? != 0.0 && num("dry_base", 1.75)? >= 1.0 && num("dry_penalty_last_n", -1.0)? != 0.0),
+        ("top_n_sigma", num("top_n_sigma", -1.0)? > 0.0),
+        ("dynatemp_range", num("dynatemp_range", 0.0)? > 0.0),
+    ];
+    match on.iter().find(|(_, on)| *on) {
+        Some((key, _)) => Err(ApiError::bad_request(format!(
+            "\"{key}\" is not supported: LSE samples with temperature, top_k, top_p, min_p, the penalties and logit_bias"
+        ))),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// The sampling and stopping options of a body; the prompt is left empty for the caller.

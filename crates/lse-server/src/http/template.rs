@@ -6,8 +6,31 @@
 use super::errors::{ApiError, ApiResult};
 use minijinja::{Environment, Error, ErrorKind, Value};
 
+/// The mark of an error a template raised itself (`raise_exception`): it refuses the
+/// conversation, where any other error is the template's own failure.
+#[derive(Debug)]
+struct Raised;
+
+impl std::fmt::Display for Raised {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("raised by the template")
+    }
+}
+
+impl std::error::Error for Raised {}
+
 fn raise_exception(msg: String) -> Result<Value, Error> {
-    Err(Error::new(ErrorKind::InvalidOperation, msg))
+    Err(Error::new(ErrorKind::InvalidOperation, msg).with_source(Raised))
+}
+
+fn raised(e: &Error) -> bool {
+    std::error::Error::source(e).is_some_and(|s| s.is::<Raised>())
+}
+
+/// Python's `is iterable`: `None` is not (minijinja's test says it is, and templates that ask
+/// `tools is iterable and tools | length > 0` fail when no tools are given).
+fn is_iterable(v: &Value) -> bool {
+    !v.is_none() && !v.is_undefined() && v.try_iter().is_ok()
 }
 
 fn strftime_now(fmt: String) -> String {
@@ -41,7 +64,7 @@ pub const CHATML: &str = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.
                           {% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
 
 /// The source `--chat-template` names: ChatML for `chatml`, else the Jinja text itself, refused
-/// when it is not Jinja at all (a built-in name llama.cpp knows, say) or does not parse.
+/// when it is not Jinja at all (a built-in name llama.cpp knows, say) or [`check`] refuses it.
 pub fn from_option(option: &str) -> Result<&str, String> {
     if option == "chatml" {
         return Ok(CHATML);
@@ -54,7 +77,7 @@ pub fn from_option(option: &str) -> Result<&str, String> {
 }
 
 /// The template to serve: `--chat-template` (resolved by [`from_option`] when the arguments are
-/// parsed) or `--chat-template-file`, else the GGUF's when it parses, else ChatML (as
+/// parsed) or `--chat-template-file`, else the GGUF's when [`check`] takes it, else ChatML (as
 /// llama-server). Says on stderr when it falls back.
 pub fn choose(option: Option<&str>, gguf: Option<String>) -> String {
     match (option, gguf) {
@@ -81,15 +104,15 @@ pub fn is_jinja(source: &str) -> bool {
 
 /// Parses `template` and renders a one-message conversation with it: the one line of a template
 /// that cannot work. Only a `raise_exception` may stop that render (a template may refuse some
-/// conversations); any other failure there (an unknown filter, function or test, say) would
-/// fail every chat request.
+/// conversations); any other failure there (an unknown filter, a type error) would fail every
+/// chat request.
 pub fn check(template: &str) -> Result<(), String> {
     let env = env();
     let source = without_generation_tags(template);
     let t = env.template_from_str(&source).map_err(|e| format!("the chat template does not parse: {e}"))?;
     let probe = serde_json::json!([{"role": "user", "content": "Hello"}]);
     match t.render(context(&probe, None, "", "", true)) {
-        Err(e) if e.kind() != ErrorKind::InvalidOperation => Err(format!("the chat template fails on a one-message conversation: {}", e.detail().map_or(e.to_string(), str::to_string))),
+        Err(e) if !raised(&e) => Err(format!("the chat template fails on a one-message conversation: {}", e.detail().map_or(e.to_string(), str::to_string))),
         _ => Ok(()),
     }
 }
@@ -140,6 +163,7 @@ fn env() -> Environment<'static> {
     env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
     env.add_function("raise_exception", raise_exception);
     env.add_function("strftime_now", strftime_now);
+    env.add_test("iterable", is_iterable);
     env
 }
 
@@ -188,8 +212,15 @@ mod tests {
         // parses, but fails on any conversation
         let e = check("{% for m in messages %}{{ m.content | shout }}{% endfor %}").unwrap_err();
         assert!(e.contains("fails on a one-message conversation") && e.contains("shout"), "{e}");
+        // ... or on a type error (firefunction-v2's template without its `functions`)
+        let e = check("{{ functions + 'x' }}{% for m in messages %}{{ m.content }}{% endfor %}").unwrap_err();
+        assert!(e.contains("fails on a one-message conversation"), "{e}");
         // a template may refuse some conversations
         assert!(check("{% if messages[0].role != 'system' %}{{ raise_exception('a system message first') }}{% endif %}").is_ok());
+        // Python's `is iterable`: not None (Qwen3-Coder's `tools is iterable and tools | length > 0`)
+        let t = "{{ tools is iterable }} {{ 'ab' is iterable }} {{ messages is iterable }} {{ messages[0] is iterable }} {{ 3 is iterable }}";
+        assert_eq!(render(t, &msgs, None, "", "", false).unwrap(), "False True True True False");
+        assert!(check("{% if tools is iterable and tools | length > 0 %}{{ tools | length }}{% endif %}{{ messages[0].content }}").is_ok());
     }
 
     #[test]

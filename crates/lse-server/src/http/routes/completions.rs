@@ -112,8 +112,7 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
             let lp = plan.logprobs.map(|_| {
                 let mut l = LogprobsObject::default();
                 if plan.echo {
-                    l.prompt(&ready.engine, &p.ids, &prompt_lps[i]);
-                    l = l.with_offset(text.chars().count());
+                    l.prompt(&ready.engine, &p.ids, &text, &prompt_lps[i]);
                 }
                 l.steps(&ready.engine, &o.steps);
                 l.json()
@@ -158,7 +157,7 @@ async fn stream_response(ready: &Ready, plan: Plan, prompt_lps: Vec<Vec<PromptLo
                 let (i, p) = (k / n, &plan.prompts[k / n]);
                 let lp = plan.logprobs.map(|_| {
                     let mut l = LogprobsObject::default();
-                    l.prompt(&engine, &p.ids, &prompt_lps[i]);
+                    l.prompt(&engine, &p.ids, &p.text, &prompt_lps[i]);
                     l.json()
                 });
                 *cursor = TextCursor::at(p.text.chars().count());
