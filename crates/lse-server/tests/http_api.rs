@@ -77,6 +77,7 @@ fn bad_inputs_get_json_errors_and_the_server_stays_up() {
         ("/v1/completions", json!({"prompt": "hi", "mirostat": 2}), "\"mirostat\" is not supported"),
         ("/completion", json!({"prompt": "hi", "dry_multiplier": 0.8}), "\"dry_multiplier\" is not supported"),
         ("/v1/completions", json!({"prompt": "hi", "mirostat": false}), "\"mirostat\" must be a number"),
+        ("/v1/chat/completions", json!({"messages": [{"role": "user", "content": "hi"}], "stream_options": {"include_usage": true}}), "only allowed when \"stream\" is true"),
     ] {
         let r = s.post(path, &body);
         r.assert_error(400, says);

@@ -195,6 +195,10 @@ pub fn stream_flags(f: &Fields) -> ApiResult<(bool, bool)> {
         Some(serde_json::Value::Object(m)) => Fields(m).bool("include_usage")?.unwrap_or(false),
         Some(_) => return Err(wrong("stream_options", "an object")),
     };
+    if !stream && f.get("stream_options").is_some() {
+        // as OpenAI and vLLM answer
+        return Err(ApiError::bad_request("\"stream_options\" is only allowed when \"stream\" is true"));
+    }
     Ok((stream, usage))
 }
 
