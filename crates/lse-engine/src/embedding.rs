@@ -162,6 +162,15 @@ impl Engine {
     /// stopping with [`EngineError::Cancelled`] when it says nobody waits for the answer (the
     /// server steps generations there).
     pub fn embed_request_between(&self, r: &EmbedRequest, between: &mut dyn FnMut() -> bool) -> Result<EmbedReport, EngineError> {
+        let (pooling, ids) = self.embed_inputs(r)?;
+        let refs: Vec<&[u32]> = ids.iter().map(Vec::as_slice).collect();
+        let embeddings = self.embed_between(&refs, pooling, r.normalize, between)?;
+        Ok(EmbedReport { object: "lse.embeddings", pooling, normalize: r.normalize, prompt_tokens: ids.iter().map(Vec::len).sum(), embeddings })
+    }
+
+    /// A request's pooling and its inputs' tokens, every check of the request done (the server
+    /// asks before queueing it).
+    pub fn embed_inputs(&self, r: &EmbedRequest) -> Result<(Pooling, Vec<Vec<u32>>), EngineError> {
         r.validate().map_err(EngineError::InvalidRequest)?;
         let pooling = r.pooling.or(self.model_pooling()).ok_or_else(|| {
             EngineError::InvalidRequest("embeddings need a pooling: this model names none (a generative model); ask for mean, cls or last".into())
@@ -177,9 +186,7 @@ impl Engine {
             }
             ids.push(t);
         }
-        let refs: Vec<&[u32]> = ids.iter().map(Vec::as_slice).collect();
-        let embeddings = self.embed_between(&refs, pooling, r.normalize, between)?;
-        Ok(EmbedReport { object: "lse.embeddings", pooling, normalize: r.normalize, prompt_tokens: ids.iter().map(Vec::len).sum(), embeddings })
+        Ok((pooling, ids))
     }
 
     /// The pooling the GGUF names (`{arch}.pooling_type`, set by embedding models); `None` for

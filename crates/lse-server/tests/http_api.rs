@@ -506,9 +506,13 @@ fn embeddings_serve_the_pooled_vectors_and_refuse_bad_requests() {
         (json!({"input": "hi", "encoding_format": "int8"}), "encoding_format"),
         (json!({"input": "hi", "dimensions": 64}), "dimensions"),
         (json!({"input": []}), "empty"),
-        (json!({"input": "hi", "embd_normalize": -2}), "embd_normalize"),
+        (json!({"input": "hi", "embd_normalize": -2}), "normalize must be"),
         (json!({"input": vec![100u32; 2100]}), "context"),
+        (json!({"input": [json!("hi"), json!(vec![100u32; 2100])]}), "input 1 has 2100 tokens"),
+        (json!({"input": vec!["hi"; 2049]}), "at most 2048 a request"),
     ] {
-        s.post("/v1/embeddings", &body).assert_error(400, what);
+        let r = s.post("/v1/embeddings", &body);
+        r.assert_error(400, what);
+        assert!(r.json()["error"]["message"].as_str().unwrap().contains(what), "{what}: {}", r.text);
     }
 }

@@ -6,7 +6,7 @@
 //! leaves stops the request at its next pass.
 
 use crate::http::body::{wrong, Fields, JsonObject};
-use crate::http::errors::{ApiError, ApiResult};
+use crate::http::errors::{from_engine, ApiError, ApiResult};
 use crate::http::prompts;
 use crate::http::scheduler::Job;
 use crate::http::state::AppState;
@@ -45,7 +45,8 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
     let key = if f.get("input").is_none() && f.get("content").is_some() { "content" } else { "input" };
     let input = prompts::parse(&ready.engine, key, f.get(key), None)?.into_iter().map(|p| Prompt::Tokens(p.ids)).collect();
     let req = EmbedRequest { input, pooling: Some(pooling), normalize };
-    req.validate().map_err(ApiError::bad_request)?;
+    // every check now, not after the queue
+    ready.engine.embed_inputs(&req).map_err(|e| from_engine(&e))?;
     let (tx, rx) = oneshot::channel();
     ready.scheduler.submit(Job::Embed { req, tx })?;
     let report = rx.await.map_err(|_| ApiError::internal("the scheduler dropped the request"))??;
