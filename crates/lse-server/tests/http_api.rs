@@ -254,6 +254,14 @@ fn completions_chat_and_streams_agree() {
     es["stream"] = json!(true);
     let streamed: Vec<Value> = s.stream("/v1/completions", &es).iter().flat_map(|e| e["choices"][0]["logprobs"]["text_offset"].as_array().cloned().unwrap_or_default()).collect();
     assert_eq!(json!(streamed), c5["text_offset"]);
+    // chat logprobs' `bytes` are the token's own, part of a character too (were U+FFFD's)
+    let pieces = s.post("/tokenize", &json!({"content": "漢", "with_pieces": true})).json()["tokens"].clone();
+    let part = pieces.as_array().unwrap().iter().find(|t| t["piece"].is_array()).expect("a byte token of 漢").clone();
+    let forced = json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1, "logprobs": true,
+                        "logit_bias": {part["id"].to_string(): 100}});
+    let r6 = s.post("/v1/chat/completions", &forced).json();
+    assert_eq!(r6["choices"][0]["logprobs"]["content"][0]["bytes"], part["piece"], "{r6}");
+    s.post("/v1/chat/completions", &json!({"messages": [{"role": "user", "content": "hi"}], "top_logprobs": 2})).assert_error(400, "top_logprobs without logprobs");
     // seeded sampling is reproducible
     let sampled = json!({"prompt": "Once upon a time", "max_tokens": 10, "temperature": 0.9, "seed": 42});
     assert_eq!(s.post("/v1/completions", &sampled).json()["choices"][0]["text"], s.post("/v1/completions", &sampled).json()["choices"][0]["text"]);

@@ -67,4 +67,31 @@ fn auto_tool_calls_are_read_out_of_the_answer() {
     let chunks = s.stream("/v1/chat/completions", &body);
     let streamed: Vec<&Value> = chunks.iter().filter_map(|c| c["choices"].get(0)?["delta"]["tool_calls"].as_array()).flatten().collect();
     assert_eq!((streamed.len(), &streamed[0]["function"]["name"]), (1, &json!("get_time")), "{chunks:?}");
+    // "required" with one tool (a forced call) says "tool_calls" too, whole and streamed; its
+    // arguments carry no white space around the object (a token may close it with a line break)
+    let mut one = ask("What is the weather like in Paris today?");
+    one["tool_choice"] = json!("required");
+    let r = s.post("/v1/chat/completions", &one).json();
+    let c = &r["choices"][0];
+    let args = c["message"]["tool_calls"][0]["function"]["arguments"].as_str().unwrap().to_string();
+    assert_eq!((&c["finish_reason"], args.trim() == args), (&json!("tool_calls"), true), "{r}");
+    one["stream"] = json!(true);
+    let chunks = s.stream("/v1/chat/completions", &one);
+    let deltas: Vec<&Value> = chunks.iter().filter_map(|c| c["choices"].get(0)).collect();
+    let streamed: String = deltas.iter().filter_map(|d| d["delta"]["tool_calls"][0]["function"]["arguments"].as_str()).collect();
+    assert_eq!((streamed, &deltas.last().unwrap()["finish_reason"]), (args, &json!("tool_calls")));
+}
+
+/// A follow-up turn: the call's arguments, sent back as JSON text (OpenAI's clients), reach the
+/// template as the object it writes out with `tojson` (they were a string in a string).
+#[test]
+fn a_call_sent_back_is_shown_to_the_template_as_an_object() {
+    let Some(m) = lse_testdata::model("qwen25coder") else { return };
+    let s = Server::start(&m.to_string_lossy(), &[]);
+    let tools = json!([{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]);
+    let call = json!({"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}});
+    let msgs = json!([{"role": "user", "content": "Weather in Paris?"}, {"role": "assistant", "content": null, "tool_calls": [call]},
+                      {"role": "tool", "tool_call_id": "c1", "content": "18C"}]);
+    let prompt = s.post("/apply-template", &json!({"messages": msgs, "tools": tools})).json()["prompt"].as_str().unwrap().to_string();
+    assert!(prompt.contains(r#""arguments": {"city": "Paris"}"#) && !prompt.contains(r#"\"city"#), "{prompt}");
 }

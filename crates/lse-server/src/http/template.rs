@@ -27,6 +27,60 @@ fn raised(e: &Error) -> bool {
     std::error::Error::source(e).is_some_and(|s| s.is::<Raised>())
 }
 
+/// transformers' `tojson` (Python's `json.dumps`): `", "` and `": "` between items, non-ASCII and
+/// `<`, `>`, `&` as they are, `indent` as `json.dumps(indent=…)`; minijinja's own writes compact
+/// JSON with HTML escapes, which tokenizes into another prompt than the model was trained on.
+fn tojson(value: &Value, indent: Option<usize>) -> Result<Value, Error> {
+    let v = serde_json::to_value(value).map_err(|e| Error::new(ErrorKind::InvalidOperation, format!("cannot write as JSON: {e}")))?;
+    let mut out = String::new();
+    python_json(&v, indent, 0, &mut out);
+    Ok(Value::from(out))
+}
+
+/// `v` as Python's `json.dumps(v, ensure_ascii=False, indent=indent)` writes it, at nesting `level`.
+fn python_json(v: &serde_json::Value, indent: Option<usize>, level: usize, out: &mut String) {
+    use serde_json::Value as J;
+    // what goes between items and before the closing bracket
+    let (between, close) = match indent {
+        Some(n) => (format!(",\n{}", " ".repeat(n * (level + 1))), format!("\n{}", " ".repeat(n * level))),
+        None => (", ".to_string(), String::new()),
+    };
+    let open = |out: &mut String, bracket: char| {
+        out.push(bracket);
+        if let Some(n) = indent {
+            out.push('\n');
+            out.push_str(&" ".repeat(n * (level + 1)));
+        }
+    };
+    match v {
+        J::Array(a) if !a.is_empty() => {
+            open(out, '[');
+            for (i, x) in a.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(&between);
+                }
+                python_json(x, indent, level + 1, out);
+            }
+            out.push_str(&close);
+            out.push(']');
+        }
+        J::Object(m) if !m.is_empty() => {
+            open(out, '{');
+            for (i, (k, x)) in m.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(&between);
+                }
+                out.push_str(&J::String(k.clone()).to_string());
+                out.push_str(": ");
+                python_json(x, indent, level + 1, out);
+            }
+            out.push_str(&close);
+            out.push('}');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
 /// Python's `is iterable`: `None` is not (minijinja's test says it is, and templates that ask
 /// `tools is iterable and tools | length > 0` fail when no tools are given).
 fn is_iterable(v: &Value) -> bool {
@@ -164,6 +218,11 @@ fn env() -> Environment<'static> {
     env.add_function("raise_exception", raise_exception);
     env.add_function("strftime_now", strftime_now);
     env.add_test("iterable", is_iterable);
+    env.add_filter("tojson", |v: &Value, indent: Option<usize>, kwargs: minijinja::value::Kwargs| -> Result<Value, Error> {
+        let indent = indent.or(kwargs.get::<Option<usize>>("indent")?);
+        kwargs.assert_all_used()?;
+        tojson(v, indent)
+    });
     env
 }
 
@@ -223,6 +282,18 @@ mod tests {
         assert!(check("{% if tools is iterable and tools | length > 0 %}{{ tools | length }}{% endif %}{{ messages[0].content }}").is_ok());
     }
 
+    /// `tojson` writes what Python's `json.dumps` writes (transformers' filter): the keys in the
+    /// request's order, `", "` and `": "`, no HTML escapes; `indent` as `json.dumps(indent=2)`.
+    #[test]
+    fn tojson_writes_as_python_does() {
+        let msgs = serde_json::json!([{"role": "user", "content": "é<>&\n", "b": [1, 2.5, null, true], "c": {}, "a": []}]);
+        let flat = r#"[{"role": "user", "content": "é<>&\n", "b": [1, 2.5, null, true], "c": {}, "a": []}]"#;
+        assert_eq!(render("{{ messages | tojson }}", &msgs, None, "", "", false).unwrap(), flat);
+        let indented = "[\n  {\n    \"role\": \"user\",\n    \"content\": \"é<>&\\n\",\n    \"b\": [\n      1,\n      2.5,\n      null,\n      true\n    ],\n    \"c\": {},\n    \"a\": []\n  }\n]";
+        assert_eq!(render("{{ messages | tojson(indent=2) }}", &msgs, None, "", "", false).unwrap(), indented);
+        assert_eq!(render("{{ messages | tojson(2) }}", &msgs, None, "", "", false).unwrap(), indented);
+    }
+
     #[test]
     fn chatml_renders_each_message_and_the_assistant_header() {
         let msgs = serde_json::json!([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]);
@@ -253,7 +324,9 @@ mod tests {
             "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]);
         let with = render(&t, &msgs, Some(&tools), "", "", true).unwrap();
         let without = render(&t, &msgs, None, "", "", true).unwrap();
-        for part in ["<tools>", "\"name\":\"get_weather\"", "The weather in a city", "\"city\""] {
+        // the tool as transformers writes it (`json.dumps`: the request's key order, ", " and ": ")
+        let line = r#"{"type": "function", "function": {"name": "get_weather", "description": "The weather in a city", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}"#;
+        for part in ["<tools>", line] {
             assert!(with.contains(part) && !without.contains(part), "{part} in:\n{with}");
         }
     }

@@ -16,8 +16,10 @@ use serde_json::{json, Value};
 /// The tools of a request and how they may be called.
 pub enum Tools {
     None,
-    /// The function a request forces and its `parameters`.
-    Forced { name: String, parameters: Value, tools: Value },
+    /// The function a request forces and its `parameters`; `required`: forced by "required"
+    /// (one tool), whose answer says "tool_calls" as the calls "required" reads out of an answer
+    /// do, where a named function's says "stop" (OpenAI's).
+    Forced { name: String, parameters: Value, tools: Value, required: bool },
     /// Calls read out of the answer: a free one, or with `required` (`schema`) one call object.
     Auto { names: Vec<String>, tools: Value, required: Option<Value> },
 }
@@ -46,7 +48,7 @@ pub fn of(f: &Fields) -> ApiResult<Tools> {
         names.push(name.to_string());
     }
     let parameters = |i: usize| tools[i]["function"].get("parameters").cloned().unwrap_or_else(|| json!({"type": "object", "properties": {}}));
-    let forced = |i: usize| Ok(Tools::Forced { name: names[i].clone(), parameters: parameters(i), tools: Value::Array(tools.to_vec()) });
+    let forced = |i: usize, required| Ok(Tools::Forced { name: names[i].clone(), parameters: parameters(i), tools: Value::Array(tools.to_vec()), required });
     let auto = |required: Option<Value>| Tools::Auto { names: names.clone(), tools: Value::Array(tools.to_vec()), required };
     match f.get("tool_choice") {
         Some(Value::String(c)) if c == "none" => Ok(Tools::None),
@@ -54,7 +56,7 @@ pub fn of(f: &Fields) -> ApiResult<Tools> {
         None | Some(Value::Null) => Ok(auto(None)),
         Some(Value::String(c)) if c == "auto" => Ok(if tools.is_empty() { Tools::None } else { auto(None) }),
         Some(Value::String(c)) if c == "required" => match tools.len() {
-            1 => forced(0),
+            1 => forced(0, true),
             0 => Err(ApiError::bad_request("\"tool_choice\" is \"required\" but there are no tools")),
             n => Ok(auto(Some(one_call_of((0..n).map(|i| (names[i].as_str(), parameters(i))))?))),
         },
@@ -62,7 +64,7 @@ pub fn of(f: &Fields) -> ApiResult<Tools> {
             let n = o.get("function").and_then(|g| g.get("name")).and_then(Value::as_str);
             let n = n.ok_or_else(|| wrong("tool_choice", "\"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ..}}"))?;
             match names.iter().position(|m| m == n) {
-                Some(i) => forced(i),
+                Some(i) => forced(i, false),
                 None => Err(ApiError::bad_request(format!("\"tool_choice\" names \"{n}\", which is not in \"tools\""))),
             }
         }
@@ -141,6 +143,27 @@ fn one_call_of<'a>(tools: impl Iterator<Item = (&'a str, Value)>) -> ApiResult<V
     }
     root.insert("anyOf".into(), Value::Array(alts));
     Ok(Value::Object(root))
+}
+
+/// A forced call's arguments streamed: white space around the object held back (a token may
+/// close it with a line break: `}\r\n`), inner white space sent with what follows it.
+#[derive(Default)]
+pub struct ArgsStream {
+    started: bool,
+    held: String,
+}
+
+impl ArgsStream {
+    /// The part of `text` to send now.
+    pub fn push(&mut self, text: &str) -> String {
+        let text = if self.started { text } else { text.trim_start() };
+        self.started |= !text.is_empty();
+        self.held.push_str(text);
+        let keep = self.held.len() - self.held.trim_end().len();
+        let now = self.held[..self.held.len() - keep].to_string();
+        self.held.drain(..now.len());
+        now
+    }
 }
 
 /// A choice's `tool_calls` entry: the call's id, the function's name and the arguments' text.

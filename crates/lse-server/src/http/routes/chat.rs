@@ -45,8 +45,19 @@ fn normalise(messages: &Value) -> ApiResult<Value> {
             }
             o.insert("content".into(), Value::String(text));
         }
-        match o.get("tool_calls") {
-            None | Some(Value::Null) | Some(Value::Array(_)) => {}
+        match o.get_mut("tool_calls") {
+            None | Some(Value::Null) => {}
+            // OpenAI's clients send a call's arguments as JSON text; templates write them out with
+            // `tojson` (Qwen's, Hermes'), so they get the object, as vLLM passes them
+            Some(Value::Array(calls)) => {
+                for c in calls.iter_mut() {
+                    if let Some(args) = c.get_mut("function").and_then(|g| g.get_mut("arguments")) {
+                        if let Some(v) = args.as_str().and_then(|t| serde_json::from_str::<Value>(t).ok()).filter(Value::is_object) {
+                            *args = v;
+                        }
+                    }
+                }
+            }
             _ => return Err(ApiError::bad_request(format!("\"messages\"[{i}].tool_calls must be a list of calls"))),
         }
         match o.get("content") {
@@ -92,10 +103,8 @@ pub fn prompt_ids(ready: &Ready, messages: &Value, tools: Option<&Value>) -> Api
 }
 
 fn logprobs_content(engine: &Engine, steps: &[StepToken]) -> Value {
-    let item = |id: u32, lp: f64| {
-        let p = piece(engine, id);
-        json!({"token": p, "logprob": lp, "bytes": p.as_bytes()})
-    };
+    // `bytes`: the token's own bytes, part of a character's included (the text shows U+FFFD)
+    let item = |id: u32, lp: f64| json!({"token": piece(engine, id), "logprob": lp, "bytes": engine.tokenizer().piece(id, true)});
     Value::Array(
         steps
             .iter()
@@ -113,6 +122,8 @@ fn logprobs_content(engine: &Engine, steps: &[StepToken]) -> Value {
 struct Calls {
     prefix: String,
     forced: Option<String>,
+    /// The forced call answers "required" (see `Tools::Forced`).
+    required: bool,
     names: Option<Vec<String>>,
 }
 
@@ -121,11 +132,19 @@ impl Calls {
         format!("{}_{choice}_{k}", self.prefix)
     }
 
+    fn forced_finish(&self, finish: Option<lse_engine::FinishReason>) -> Value {
+        if self.required {
+            json!("tool_calls")
+        } else {
+            json!(finish_name(finish))
+        }
+    }
+
     /// An answer's message fields and finish reason: a forced call's arguments; with "auto"
     /// tools, the calls read out of it and the text around them ("tool_calls"); else its text.
     fn answer(&self, choice: usize, text: &str, finish: Option<lse_engine::FinishReason>) -> (Value, Value) {
         if let Some(name) = &self.forced {
-            return (json!({"content": null, "tool_calls": [tools::call(&self.id(choice, 0), name, text)]}), json!(finish_name(finish)));
+            return (json!({"content": null, "tool_calls": [tools::call(&self.id(choice, 0), name, text.trim())]}), self.forced_finish(finish));
         }
         match self.names.as_deref().and_then(|names| tools::read_calls(text, names)) {
             Some((found, rest)) => {
@@ -161,6 +180,10 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
     }
     let want_logprobs = f.bool("logprobs")?.unwrap_or(false);
     let top = f.u64("top_logprobs")?.unwrap_or(0) as usize;
+    if top > 0 && !want_logprobs {
+        // as OpenAI answers
+        return Err(ApiError::bad_request("\"top_logprobs\" needs \"logprobs\": true"));
+    }
     let (stream, include_usage) = stream_flags(&f)?;
     let messages = f.get("messages").ok_or_else(|| ApiError::bad_request("\"messages\" is required"))?;
     let ids = prompt_ids(ready, messages, tools.for_template())?;
@@ -176,7 +199,8 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
         Tools::Auto { names, .. } => (None, Some(names.clone())),
         Tools::None => (None, None),
     };
-    let calls = Calls { prefix: format!("call_{}", id.trim_start_matches("chatcmpl-")), forced, names };
+    let required = matches!(tools, Tools::Forced { required: true, .. });
+    let calls = Calls { prefix: format!("call_{}", id.trim_start_matches("chatcmpl-")), forced, required, names };
     if !stream {
         let outs = generate::collect(rx, n).await?;
         let choices: Vec<Value> = outs
@@ -215,9 +239,10 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
     let auto = matches!(tools, Tools::Auto { .. });
     // the text of a delta: content, or the forced call's arguments (the call itself goes first)
     let forced = calls.forced.is_some();
-    let delta = move |text: String| {
+    let mut args: Vec<tools::ArgsStream> = (0..n).map(|_| Default::default()).collect();
+    let mut delta = move |index: usize, text: String| {
         if forced {
-            json!({"tool_calls": [{"index": 0, "function": {"arguments": text}}]})
+            json!({"tool_calls": [{"index": 0, "function": {"arguments": args[index].push(&text)}}]})
         } else {
             json!({"content": text})
         }
@@ -256,7 +281,7 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
                         let d = if now.is_empty() { json!({}) } else { json!({"content": now}) };
                         if want_logprobs || d != json!({}) { vec![chunk(index, d, lp, Value::Null)] } else { vec![] }
                     } else {
-                        vec![chunk(index, delta(text), lp, Value::Null)]
+                        vec![chunk(index, delta(index, text), lp, Value::Null)]
                     }
                 }
                 Event::Done { index, finish, prompt_tokens, cached_tokens, completion_tokens } => {
@@ -266,6 +291,8 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
                         let (d, finish) = whole(index, &s.rest(), finish);
                         let last = chunk(index, json!({}), Value::Null, finish);
                         if d == json!({"content": ""}) { vec![last] } else { vec![chunk(index, d, Value::Null, Value::Null), last] }
+                    } else if required {
+                        vec![chunk(index, json!({}), Value::Null, json!("tool_calls"))]
                     } else {
                         vec![chunk(index, json!({}), Value::Null, json!(finish_name(Some(finish))))]
                     }
