@@ -186,7 +186,7 @@ impl Weights {
 
     /// The shard holding tensor `name`, the tensor's position in it, and its description.
     fn find(&self, name: &str) -> Option<(&Arc<GgufFile>, usize, &TensorInfo)> {
-        self.shards.iter().find_map(|f| f.tensors().iter().enumerate().find(|(_, t)| t.name == name).map(|(i, t)| (f, i, t)))
+        self.shards.iter().find_map(|f| f.tensor_position(name).map(|i| (f, i, &f.tensors()[i])))
     }
 
     /// Whether the model has a tensor of this name.

@@ -155,7 +155,12 @@ impl GgufFile {
     }
 
     pub fn tensor(&self, name: &str) -> Option<&TensorInfo> {
-        self.parsed.tensor_index.get(name).map(|&i| &self.parsed.tensors[i])
+        self.tensor_position(name).map(|i| &self.parsed.tensors[i])
+    }
+
+    /// Where tensor `name` stands in [`GgufFile::tensors`].
+    pub fn tensor_position(&self, name: &str) -> Option<usize> {
+        self.parsed.tensor_index.get(name).copied()
     }
 
     /// The bytes of a tensor from this file's table. For a `TensorInfo` that did not come from

@@ -114,6 +114,14 @@ pub fn apply(bias: &LogitBias, logits: &mut [f32]) {
     }
 }
 
+/// Whether some token of `logits` is open (finite) and not banned (−∞) by `bias`: the open
+/// tokens outnumber the banned ones among them (one pass over the row, one over the bias).
+pub fn leaves_any(bias: &LogitBias, logits: &[f32]) -> bool {
+    let open = logits.iter().filter(|l| l.is_finite()).count();
+    let banned = bias.iter().filter(|&(&id, &b)| b == f32::NEG_INFINITY && logits.get(id as usize).is_some_and(|l| l.is_finite())).count();
+    open > banned
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

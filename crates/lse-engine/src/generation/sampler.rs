@@ -89,9 +89,9 @@ impl Sampler {
         }
     }
 
-    /// Whether some token of `logits` is open (finite) and not banned (−∞) by the bias.
+    /// Whether some token of `logits` is open and not banned by the bias ([`super::logit_bias::leaves_any`]).
     pub fn leaves_any(&self, logits: &[f32]) -> bool {
-        logits.iter().enumerate().any(|(id, l)| l.is_finite() && self.p.logit_bias.get(&(id as u32)) != Some(&f32::NEG_INFINITY))
+        super::logit_bias::leaves_any(&self.p.logit_bias, logits)
     }
 
     /// Greedy with no bias and every penalty off: the pick is the row's argmax.

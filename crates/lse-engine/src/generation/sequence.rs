@@ -155,20 +155,20 @@ impl Engine {
         if n_banned == 0 || (constraint.is_none() && n_banned < self.n_vocab().saturating_sub(ends().count())) {
             return Ok(());
         }
-        let sampler = Sampler::new(&req.sampling);
+        let leaves_any = |row: &[f32]| super::logit_bias::leaves_any(&req.sampling.logit_bias, row);
         let mut row = vec![0f32; self.n_vocab()];
-        if !sampler.leaves_any(&row) {
+        if !leaves_any(&row) {
             return Err(EngineError::InvalidRequest("logit_bias bans every token of the vocabulary".into()));
         }
         if req.min_tokens > 0 {
             ban(&mut row, &ends().collect::<Vec<u32>>());
-            if !sampler.leaves_any(&row) {
+            if !leaves_any(&row) {
                 return Err(EngineError::InvalidRequest("logit_bias leaves only tokens that end the answer, which min_tokens holds back".into()));
             }
         }
         if let Some(c) = constraint {
             c.mask(self.tokenizer(), &mut row);
-            if !sampler.leaves_any(&row) {
+            if !leaves_any(&row) {
                 return Err(EngineError::InvalidRequest("logit_bias bans every token the JSON constraint allows first".into()));
             }
         }

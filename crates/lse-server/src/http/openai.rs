@@ -123,7 +123,6 @@ impl LogprobsObject {
         self.cursor.clone()
     }
 
-    /// The echoed prompt: the first token has no log-prob.
     /// The echoed prompt: the first token has no log-prob; offsets into `text`, the echo, which
     /// the tokens' text need not spell exactly (see [`prompt_offsets`]). The completion's
     /// offsets go on after it.

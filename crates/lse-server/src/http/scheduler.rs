@@ -79,6 +79,13 @@ impl Share {
         }
         self.since = Instant::now();
     }
+
+    /// Between two passes of a scoring job answering `reply`: the share, then whether the job
+    /// goes on (its client still waits and the server runs).
+    fn between<T>(&mut self, worker: &mut Worker, reply: &Reply<T>) -> bool {
+        self.window_done(worker);
+        worker.wanted(reply)
+    }
 }
 
 /// A perplexity run's progress on the scheduler thread: after each window but the last, the
@@ -97,7 +104,7 @@ impl<T> lse_eval::Progress for Sharing<'_, T> {
         }
     }
     fn cancelled(&self) -> bool {
-        self.reply.is_closed() || self.worker.stop.load(Relaxed)
+        !self.worker.wanted(self.reply)
     }
 }
 
@@ -241,6 +248,12 @@ impl Worker {
         }
     }
 
+    /// Whether a scoring job answering `reply` should go on: its client still waits and the
+    /// server runs.
+    fn wanted<T>(&self, reply: &Reply<T>) -> bool {
+        !reply.is_closed() && !self.stop.load(Relaxed)
+    }
+
     /// Starts waiting generations while there is room; runs a scoring job at the front of the
     /// queue once nothing is running and no other scoring job is.
     fn admit(&mut self) {
@@ -366,10 +379,7 @@ impl Worker {
                 self.metrics.prompt_tokens.fetch_add(ids.len() as u64, Relaxed);
                 let mut scored = std::mem::replace(&mut self.scored, ScoredPrompts::new(0));
                 let mut share = Share::new();
-                let mut between = || {
-                    share.window_done(self);
-                    !tx.is_closed() && !self.stop.load(Relaxed)
-                };
+                let mut between = || share.between(self, &tx);
                 let r = catch_unwind(AssertUnwindSafe(|| prompt_logprobs(engine, &ids, top_k, cache_prompt, &mut scored, &mut between)));
                 self.scored = scored;
                 if let Ok(Ok((_, cached))) = &r {
@@ -382,10 +392,7 @@ impl Worker {
                     return;
                 }
                 let mut share = Share::new();
-                let mut between = || {
-                    share.window_done(self);
-                    !tx.is_closed() && !self.stop.load(Relaxed)
-                };
+                let mut between = || share.between(self, &tx);
                 let r = catch_unwind(AssertUnwindSafe(|| engine.embed_request_between(&req, &mut between)));
                 if let Ok(Ok(report)) = &r {
                     self.metrics.prompt_tokens.fetch_add(report.prompt_tokens as u64, Relaxed);

@@ -70,7 +70,7 @@ fn python_json(v: &serde_json::Value, indent: Option<usize>, level: usize, out: 
                 if i > 0 {
                     out.push_str(&between);
                 }
-                out.push_str(&J::String(k.clone()).to_string());
+                out.push_str(&J::from(k.as_str()).to_string());
                 out.push_str(": ");
                 python_json(x, indent, level + 1, out);
             }
@@ -161,14 +161,27 @@ pub fn is_jinja(source: &str) -> bool {
 /// conversations); any other failure there (an unknown filter, a type error) would fail every
 /// chat request.
 pub fn check(template: &str) -> Result<(), String> {
-    let env = env();
-    let source = without_generation_tags(template);
-    let t = env.template_from_str(&source).map_err(|e| format!("the chat template does not parse: {e}"))?;
+    let env = compiled(template).map_err(|e| format!("the chat template does not parse: {e}"))?;
     let probe = serde_json::json!([{"role": "user", "content": "Hello"}]);
-    match t.render(context(&probe, None, "", "", true)) {
-        Err(e) if !raised(&e) => Err(format!("the chat template fails on a one-message conversation: {}", e.detail().map_or(e.to_string(), str::to_string))),
+    match env.get_template(CHAT).and_then(|t| t.render(context(&probe, None, "", "", true))) {
+        Err(e) if !raised(&e) => Err(format!("the chat template fails on a one-message conversation: {}", reason(&e))),
         _ => Ok(()),
     }
+}
+
+/// The name of the chat template in its environment.
+const CHAT: &str = "chat";
+
+/// An environment holding `template` (its generation marks rewritten) as [`CHAT`].
+fn compiled(template: &str) -> Result<Environment<'static>, Error> {
+    let mut env = env();
+    env.add_template_owned(CHAT, without_generation_tags(template).into_owned())?;
+    Ok(env)
+}
+
+/// What went wrong in a render: the detail a template error carries, else the error.
+fn reason(e: &Error) -> String {
+    e.detail().map_or_else(|| e.to_string(), str::to_string)
 }
 
 /// `template` with transformers' `{% generation %}` … `{% endgeneration %}` (marks of the
@@ -229,17 +242,10 @@ fn env() -> Environment<'static> {
 /// Renders `messages` (OpenAI message objects) with the template; `tools` (OpenAI's list) for
 /// templates that show them to the model.
 pub fn render(template: &str, messages: &serde_json::Value, tools: Option<&serde_json::Value>, bos: &str, eos: &str, add_generation_prompt: bool) -> ApiResult<String> {
-    let mut env = env();
-    let source = without_generation_tags(template);
-    env.add_template("chat", &source).map_err(|e| ApiError::internal(format!("the chat template does not parse: {e}")))?;
-    let t = env.get_template("chat").map_err(|e| ApiError::internal(e.to_string()))?;
-    t.render(context(messages, tools, bos, eos, add_generation_prompt)).map_err(|e| {
-        let mut msg = format!("the chat template failed on these messages: {e}");
-        if let Some(d) = e.detail() {
-            msg = format!("the chat template failed on these messages: {d}");
-        }
-        ApiError::bad_request(msg)
-    })
+    let env = compiled(template).map_err(|e| ApiError::internal(format!("the chat template does not parse: {e}")))?;
+    let t = env.get_template(CHAT).map_err(|e| ApiError::internal(e.to_string()))?;
+    t.render(context(messages, tools, bos, eos, add_generation_prompt))
+        .map_err(|e| ApiError::bad_request(format!("the chat template failed on these messages: {}", reason(&e))))
 }
 
 #[cfg(test)]

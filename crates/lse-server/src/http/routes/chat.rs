@@ -117,6 +117,16 @@ fn logprobs_content(engine: &Engine, steps: &[StepToken]) -> Value {
     )
 }
 
+/// The finish reason of an answer not read for calls: "tool_calls" for a call "required" forced
+/// (as the calls "required" reads out of an answer), else the generation's.
+fn unread_finish(required: bool, finish: Option<lse_engine::FinishReason>) -> Value {
+    if required {
+        json!("tool_calls")
+    } else {
+        json!(finish_name(finish))
+    }
+}
+
 /// How a choice's answer becomes tool calls: the calls' ids, the function a forced call names,
 /// and the functions "auto" tools offer.
 struct Calls {
@@ -132,19 +142,12 @@ impl Calls {
         format!("{}_{choice}_{k}", self.prefix)
     }
 
-    fn forced_finish(&self, finish: Option<lse_engine::FinishReason>) -> Value {
-        if self.required {
-            json!("tool_calls")
-        } else {
-            json!(finish_name(finish))
-        }
-    }
 
     /// An answer's message fields and finish reason: a forced call's arguments; with "auto"
     /// tools, the calls read out of it and the text around them ("tool_calls"); else its text.
     fn answer(&self, choice: usize, text: &str, finish: Option<lse_engine::FinishReason>) -> (Value, Value) {
         if let Some(name) = &self.forced {
-            return (json!({"content": null, "tool_calls": [tools::call(&self.id(choice, 0), name, text.trim())]}), self.forced_finish(finish));
+            return (json!({"content": null, "tool_calls": [tools::call(&self.id(choice, 0), name, text.trim())]}), unread_finish(self.required, finish));
         }
         match self.names.as_deref().and_then(|names| tools::read_calls(text, names)) {
             Some((found, rest)) => {
@@ -291,10 +294,8 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
                         let (d, finish) = whole(index, &s.rest(), finish);
                         let last = chunk(index, json!({}), Value::Null, finish);
                         if d == json!({"content": ""}) { vec![last] } else { vec![chunk(index, d, Value::Null, Value::Null), last] }
-                    } else if required {
-                        vec![chunk(index, json!({}), Value::Null, json!("tool_calls"))]
                     } else {
-                        vec![chunk(index, json!({}), Value::Null, json!(finish_name(Some(finish))))]
+                        vec![chunk(index, json!({}), Value::Null, unread_finish(required, Some(finish)))]
                     }
                 }
                 Event::Error { error, .. } => {
