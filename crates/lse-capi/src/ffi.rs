@@ -16,12 +16,13 @@ pub struct Failure {
     pub message: String,
 }
 
+/// Failures name options as the request and engine options objects do (the checks word them as flags).
 impl Failure {
     pub fn argument(message: String) -> Failure {
-        Failure { code: LSE_ERR_ARGUMENT, message }
+        Failure { code: LSE_ERR_ARGUMENT, message: lse_eval::in_field_terms(&message) }
     }
     pub fn run(message: String) -> Failure {
-        Failure { code: LSE_ERR_RUN, message }
+        Failure { code: LSE_ERR_RUN, message: lse_eval::in_field_terms(&message) }
     }
     pub fn internal(message: String) -> Failure {
         Failure { code: LSE_ERR_INTERNAL, message }

@@ -22,6 +22,7 @@ pub mod ops;
 mod open_options;
 mod options;
 mod session;
+pub mod spelling;
 pub mod weights;
 
 pub use embedding::{EmbedReport, EmbedRequest, Pooling};
@@ -37,6 +38,7 @@ pub use model_path::{model_files, open_model_metadata, resolve_model_path};
 pub use open_options::OpenOptions;
 pub use options::{parse_dialect, physical_cores, EngineConfig, EngineOptions, KvDtype};
 pub use session::{common_prefix, Session};
+pub use spelling::respell;
 pub use weights::{Matrix, Weights};
 
 /// Sessions (and rows) of a decode step whose lists stay off the heap: the batch's rows, each

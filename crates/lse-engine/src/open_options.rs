@@ -149,14 +149,11 @@ impl OpenOptions {
         if opts.model.as_os_str().is_empty() {
             return Err("engine option model is empty (a .gguf file or a folder holding one)".into());
         }
-        if opts.engine.ubatch_size > opts.engine.batch_size {
-            // named in this object's spelling (the engine's own check speaks of --ubatch-size)
-            return Err(format!(
-                "engine option ubatch_size ({}) must not exceed batch_size ({}) (allowed: 1 to the batch size)",
-                opts.engine.ubatch_size, opts.engine.batch_size
-            ));
-        }
-        opts.engine.validate().map_err(|e| e.to_string())?;
+        // the engine's checks name its flags: here, this object's fields
+        opts.engine.validate().map_err(|e| match e {
+            crate::EngineError::InvalidOption(m) => format!("engine option {}", crate::respell(&m, crate::spelling::ENGINE_FIELDS)),
+            e => e.to_string(),
+        })?;
         Ok(opts)
     }
 }
@@ -211,6 +208,8 @@ mod tests {
             (r#"{"model": "m", "kv_cache_dtype": "q4_0"}"#, "kv_cache_dtype \"q4_0\" (allowed: f32, f16, bf16, q8_0)"),
             (r#"{"model": "m", "kv_cache_dtype": 16}"#, "kv_cache_dtype must be a string"),
             (r#"{"model": "m", "kv_len": 0}"#, "kv_len"),
+            (r#"{"model": "m", "kv_len": 5000000000}"#, "engine option kv_len 5000000000 is beyond any context"),
+            (r#"{"model": "m", "threads": 100000}"#, "engine option threads 100000 is far more than"),
             (r#"{"model": "m", "dialect": "avx"}"#, "dialect \"avx\" (allowed: simd, scalar)"),
             (r#"{"model": "m", "pool": "cuda:0"}"#, "not available in this build"),
             (r#"{"model": "m", "pool": "gpu"}"#, "pool \"gpu\""),
@@ -224,6 +223,7 @@ mod tests {
             let e = OpenOptions::parse(json).unwrap_err();
             assert!(e.contains(want), "{json}: {e:?} lacks {want:?}");
             assert!(!e.contains('\n'), "{e:?} is not one line");
+            assert!(!e.contains("--"), "{e:?} names a flag where the object has a field");
         }
     }
 }

@@ -27,7 +27,7 @@ pub use error::EvalError;
 pub use input::{read_pairs_file, read_text_file, read_text_file_verbatim, read_tokens_file, token_ids_sha256, PairRecord};
 pub use plan::{Method, Window};
 pub use merge::merge;
-pub use request::{MergeRequest, PerplexityInput, PerplexityRequest, ShardSpec};
+pub use request::{in_field_terms, MergeRequest, PerplexityInput, PerplexityRequest, ShardSpec, REQUEST_FIELDS};
 pub use shard_file::{file_sha256, model_sha256};
 pub use run::{preflight, run_prepared, run_with, NoProgress, Preflight, Progress, ProgressInfo};
 pub use scorer::{Reduction, RowRequest, Scorer};

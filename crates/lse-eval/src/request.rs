@@ -7,6 +7,30 @@ use crate::plan::Method;
 use serde_json::Value;
 use std::path::PathBuf;
 
+/// The perplexity flags and their fields in the request object (C API, Python, `/v1/perplexity`):
+/// checks word their messages with the flags, and the JSON front ends respell them
+/// ([`lse_engine::respell`]).
+pub const REQUEST_FIELDS: &[(&str, &str)] = &[
+    ("--perplexity-method", "method"),
+    ("--perplexity-ctx", "ctx"),
+    ("--perplexity-stride", "stride"),
+    ("--perplexity-chunks", "chunks"),
+    ("--perplexity-pairs", "pairs"),
+    ("--perplexity-tokens", "tokens"),
+    ("--perplexity-kld-base-out", "kld_base_out"),
+    ("--perplexity-kld-top-k", "kld_top_k"),
+    ("--perplexity-kld", "kld_base"),
+    ("--perplexity-shard", "shard"),
+    ("--perplexity-output", "shard_out"),
+    ("--perplexity-merge", "shards"),
+];
+
+/// `msg` in the terms of a caller who gave a request object and engine options object (C API,
+/// Python): the request's and the engine's flags named by their fields.
+pub fn in_field_terms(msg: &str) -> String {
+    lse_engine::respell(&lse_engine::respell(msg, REQUEST_FIELDS), lse_engine::spelling::ENGINE_FIELDS)
+}
+
 /// What to score.
 #[derive(Debug, Clone, PartialEq)]
 pub enum PerplexityInput {

@@ -82,28 +82,31 @@ impl lse_eval::Progress for Interruptible {
     }
 }
 
+/// The error as Python's exception; options named as the keyword arguments name them.
 fn eval_error(e: lse_eval::EvalError) -> PyErr {
     use lse_eval::EvalError as E;
+    let message = lse_eval::in_field_terms(&e.to_string());
     match e {
         E::InvalidOption(_)
         | E::Input(_)
         | E::TooShort(_)
         | E::WindowTooLarge(_)
-        | E::KldBase(_) => PyValueError::new_err(e.to_string()),
-        E::Output(_) => pyo3::exceptions::PyOSError::new_err(e.to_string()),
-        E::Engine(_) | E::Cancelled => PyRuntimeError::new_err(e.to_string()),
+        | E::KldBase(_) => PyValueError::new_err(message),
+        E::Output(_) => pyo3::exceptions::PyOSError::new_err(message),
+        E::Engine(_) | E::Cancelled => PyRuntimeError::new_err(message),
     }
 }
 
 fn engine_error(e: lse_engine::EngineError) -> PyErr {
     use lse_engine::EngineError as E;
+    let message = lse_eval::in_field_terms(&e.to_string());
     match e {
         E::InvalidOption(_)
         | E::InvalidRequest(_)
         | E::InvalidToken { .. }
-        | E::WindowTooLong { .. } => PyValueError::new_err(e.to_string()),
-        E::ModelPath(..) => pyo3::exceptions::PyOSError::new_err(e.to_string()),
-        _ => PyRuntimeError::new_err(e.to_string()),
+        | E::WindowTooLong { .. } => PyValueError::new_err(message),
+        E::ModelPath(..) => pyo3::exceptions::PyOSError::new_err(message),
+        _ => PyRuntimeError::new_err(message),
     }
 }
 

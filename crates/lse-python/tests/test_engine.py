@@ -300,6 +300,13 @@ def test_bad_option_values_name_the_option(engine):
         engine.perplexity(text="x" * 1000, kld_base_out=b"/tmp\xff.kld")
     with pytest.raises(ValueError, match=r"^model is not valid Unicode text"):
         lse.Engine(model=b"/tmp/\xfe.gguf")
+    # the checks the CLI shares name the keyword arguments, not its flags (--perplexity-stride)
+    with pytest.raises(ValueError, match=r"^stride applies to method sliding only \(chunks use stride = ctx = 512\), got 3$"):
+        engine.perplexity(text="x" * 1000, stride=3)
+    with pytest.raises(ValueError, match=r"^kld_top_k only applies when writing a KL base with kld_base_out PATH"):
+        engine.perplexity(text="x" * 1000, kld_top_k=4)
+    with pytest.raises(ValueError, match=r"^engine option threads 100000 is far more than the \d+ CPUs"):
+        lse.Engine(model=MODEL, threads=100000)
 
 
 def test_bad_requests(engine):

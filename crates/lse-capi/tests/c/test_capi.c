@@ -219,6 +219,9 @@ static int model_checks(const char *options, const char *text_path, int ctx, int
     bad_request(e, "{\"txt\": \"a b c\"}", "txt", LSE_ERR_ARGUMENT);
     bad_request(e, "{}", "text", LSE_ERR_ARGUMENT);
     bad_request(e, "{\"text\": \"a b c\", \"ctx\": 64}", "token", LSE_ERR_RUN); /* too short */
+    /* checks shared with the command line name the request's fields, not its flags */
+    bad_request(e, "{\"text\": \"a b c\", \"stride\": 3}", "stride applies to method sliding only (chunks use stride = ctx = 512), got 3", LSE_ERR_ARGUMENT);
+    bad_request(e, "{\"text\": \"a b c\", \"ctx\": 1}", "ctx must be at least 2, got 1", LSE_ERR_ARGUMENT);
     {
         char *err2 = NULL;
         rc = lse_perplexity(e, "{\"text\": \"a b c\"}", NULL, &err2);

@@ -68,12 +68,15 @@ pub fn stopped() -> ApiError {
 }
 
 /// A scoring failure: the request's fault (400) or the server's (500).
+/// A perplexity run's error; the request's options named by their fields (the server's own
+/// flags, such as `--kv-len`, stay flags: its operator gave them).
 pub fn from_eval(e: &lse_eval::EvalError) -> ApiError {
     use lse_eval::EvalError as E;
+    let message = lse_engine::respell(&e.to_string(), lse_eval::REQUEST_FIELDS);
     match e {
-        E::Engine(_) | E::Output(_) => ApiError::internal(e.to_string()),
+        E::Engine(_) | E::Output(_) => ApiError::internal(message),
         E::Cancelled => stopped(),
-        _ => ApiError::bad_request(e.to_string()),
+        _ => ApiError::bad_request(message),
     }
 }
 

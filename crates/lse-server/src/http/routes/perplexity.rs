@@ -2,7 +2,7 @@
 //! SPEC §4 report, scored on the scheduler thread behind the generations in flight.
 
 use crate::http::body::JsonObject;
-use crate::http::errors::{ApiError, ApiResult};
+use crate::http::errors::{from_eval, ApiError, ApiResult};
 use crate::http::scheduler::Job;
 use crate::http::state::AppState;
 use axum::extract::State;
@@ -25,7 +25,7 @@ async fn run(app: &AppState, body: serde_json::Map<String, Value>) -> ApiResult<
             )));
         }
     }
-    let req = lse_eval::PerplexityRequest::from_json(&Value::Object(body)).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let req = lse_eval::PerplexityRequest::from_json(&Value::Object(body)).map_err(|e| from_eval(&e))?;
     let (tx, rx) = oneshot::channel();
     ready.scheduler.submit(Job::Perplexity { req, tx })?;
     let report = rx.await.map_err(|_| ApiError::internal("the scheduler dropped the request"))??;
