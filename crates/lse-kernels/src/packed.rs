@@ -273,7 +273,18 @@ impl PackedMatrix {
         let vnni = crate::simd::level() == crate::simd::Level::Avx512;
         // the AVX2 tile multiplies Q8_0's signed quants as they are (`|q|·sign(x, q)`)
         let q8_signed = t == GgmlType::Q8_0 && !vnni;
-        let mut data = vec![A64([0; 64]); (ng * group_bytes).div_ceil(64)];
+        let len = (ng * group_bytes).div_ceil(64);
+        let mut data: Vec<A64> = Vec::with_capacity(len);
+        #[cfg(target_os = "linux")]
+        if std::env::var_os("LSE_THP").is_some_and(|v| v == "1") {
+            let start = data.as_ptr() as usize;
+            let end = start + len * 64;
+            let (s2, e2) = ((start + (2 << 20) - 1) & !((2 << 20) - 1), end & !((2 << 20) - 1));
+            if e2 > s2 {
+                unsafe { libc::madvise(s2 as *mut libc::c_void, e2 - s2, libc::MADV_HUGEPAGE) };
+            }
+        }
+        data.resize(len, A64([0; 64]));
         let base = crate::matmul::SendPtr(data.as_mut_ptr() as *mut u8);
         let fill = |g: usize| {
             // SAFETY: group g owns bytes g·group_bytes .. (g+1)·group_bytes of `data`.

@@ -498,6 +498,52 @@ fn native_completion_answers_as_llama_server() {
     s.post("/completion", &json!({"prompt": ["a", "b"]})).assert_error(400, "several prompts");
 }
 
+/// llama-server's fields beside the text: `stopping_word` (the earliest stop string in the text,
+/// across tokens; found here with `str::find` on the unstopped text), `has_new_line`, `timings`
+/// (on `/completion`, its stream's last chunk, and one-choice OpenAI answers); its leniencies: an
+/// empty `grammar` is none, a negative temperature on `/completion` is greedy.
+#[test]
+fn native_fields_stop_word_and_timings() {
+    let Some(m) = model() else { return };
+    let s = Server::start(&m, &[]);
+    let prompt = "The capital of France is";
+    let free = s.post("/completion", &json!({"prompt": prompt, "n_predict": 24, "temperature": 0})).json();
+    let text = free["content"].as_str().unwrap().to_string();
+    assert!(text.is_ascii() && text.len() > 12, "{text:?}");
+    assert!(free["stop_type"] != "word" && free["stopping_word"] == "", "{free}");
+    assert_eq!(free["has_new_line"], json!(text.contains('\n')), "{free}");
+    let t = &free["timings"];
+    assert_eq!(t["predicted_n"], free["tokens_predicted"], "{t}");
+    assert_eq!(t["prompt_n"].as_u64().unwrap() + t["cache_n"].as_u64().unwrap(), free["tokens_evaluated"].as_u64().unwrap(), "{t}");
+    for k in ["prompt_ms", "predicted_ms", "prompt_per_second", "predicted_per_second", "predicted_per_token_ms"] {
+        assert!(t[k].as_f64().is_some_and(|v| v > 0.0), "{k}: {t}");
+    }
+    // two stops that both occur; the earlier in the text wins whatever the list's order
+    let (a, b) = (text[7..10].to_string(), text[3..5].to_string());
+    let (ia, ib) = (text.find(&a).unwrap(), text.find(&b).unwrap());
+    let (cut, word) = if ia < ib || (ia == ib) { (ia, &a) } else { (ib, &b) };
+    let r = s.post("/completion", &json!({"prompt": prompt, "n_predict": 24, "temperature": -1, "stop": [a, b], "grammar": ""})).json();
+    assert_eq!((&r["content"], &r["stop_type"], &r["stopping_word"]), (&json!(text[..cut]), &json!("word"), &json!(word)), "{r}");
+    let last = s.stream_native("/completion", &json!({"prompt": prompt, "n_predict": 24, "temperature": 0, "stream": true, "stop": [word]}));
+    let last = last.last().unwrap();
+    assert_eq!((&last["stopping_word"], &last["has_new_line"]), (&json!(word), &json!(text[..cut].contains('\n'))), "{last}");
+    assert_eq!(last["timings"]["predicted_n"], last["tokens_predicted"], "{last}");
+    // OpenAI's routes: one choice's times beside the answer and on the stream's last chunk
+    let r = s.post("/v1/completions", &json!({"prompt": prompt, "max_tokens": 4, "temperature": 0})).json();
+    assert_eq!(r["timings"]["predicted_n"], r["usage"]["completion_tokens"], "{r}");
+    let r = s.post("/v1/completions", &json!({"prompt": prompt, "max_tokens": 4, "temperature": 0, "n": 2})).json();
+    assert!(r.get("timings").is_none(), "{r}");
+    let chat = json!({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4, "temperature": 0});
+    let r = s.post("/v1/chat/completions", &chat).json();
+    assert_eq!(r["timings"]["predicted_n"], r["usage"]["completion_tokens"], "{r}");
+    let mut body = chat.clone();
+    body["stream"] = json!(true);
+    let chunks = s.stream("/v1/chat/completions", &body);
+    let ends: Vec<&Value> = chunks.iter().filter(|c| c.get("timings").is_some()).collect();
+    assert!(ends.len() == 1 && !ends[0]["choices"][0]["finish_reason"].is_null(), "{chunks:?}");
+    s.post("/completion", &json!({"prompt": prompt, "grammar": "root ::= \"a\""})).assert_error(400, "grammar");
+}
+
 /// `/v1/embeddings` with `--pooling last`: llama-server's vectors (data/golden/embedding; the float
 /// distance is the engine test's, so here only that the route serves them: cosine >= 0.999), and
 /// its bad requests refused.

@@ -12,6 +12,8 @@ pub struct TextStream {
     sent: usize,
     stop: Vec<String>,
     stopped: bool,
+    /// The stop string found (its index in `stop`).
+    matched: Option<usize>,
 }
 
 impl TextStream {
@@ -52,13 +54,20 @@ impl TextStream {
             }
         }
         let start = floor_char_boundary(&self.text, search_from);
-        let hit = self.stop.iter().filter_map(|s| self.text[start..].find(s.as_str()).map(|i| start + i)).min();
-        if let Some(i) = hit {
+        // the earliest in the text; at one place, the first of the list (llama-server's pick)
+        let hit = self.stop.iter().enumerate().filter_map(|(k, s)| self.text[start..].find(s.as_str()).map(|i| (start + i, k))).min();
+        if let Some((i, k)) = hit {
+            self.matched = Some(k);
             self.text.truncate(i);
             self.pending.clear();
             self.stopped = true;
         }
         self.stopped
+    }
+
+    /// The stop string that ended the text, if one did.
+    pub fn stop_word(&self) -> Option<&str> {
+        self.matched.map(|k| self.stop[k].as_str())
     }
 
     /// The whole text so far (stop string excluded, unfinished characters not yet included).
@@ -131,6 +140,20 @@ mod tests {
         assert!(t.push(b"d> more"));
         assert_eq!(t.text(), "hello ");
         assert_eq!(t.finish(), "");
+        assert_eq!(t.stop_word(), Some("</end>"));
+    }
+
+    #[test]
+    fn the_stop_word_is_the_earliest_then_the_first_listed() {
+        let stops = ["lo".to_string(), "ell".to_string(), "el".to_string()];
+        let mut t = TextStream::new(&stops);
+        assert_eq!(t.stop_word(), None);
+        assert!(t.push(b"hello"));
+        assert_eq!((t.text(), t.stop_word()), ("h", Some("ell")));
+        let mut t = TextStream::new(&stops);
+        t.push(b"a");
+        t.finish();
+        assert_eq!(t.stop_word(), None);
     }
 
     #[test]

@@ -6,6 +6,7 @@ use super::scheduler::{Event, Job, Scheduler};
 use super::scoring::PromptLogprob;
 use lse_engine::generation::StepToken;
 use lse_engine::{FinishReason, GenerateRequest};
+use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot};
 
 /// One finished generation.
@@ -13,11 +14,44 @@ use tokio::sync::{mpsc, oneshot};
 pub struct Outcome {
     pub text: String,
     pub steps: Vec<StepToken>,
+    pub end: End,
+}
+
+/// How a generation ended: why, its counts and times.
+#[derive(Debug, Default, Clone)]
+pub struct End {
     pub finish: Option<FinishReason>,
     pub prompt_tokens: usize,
     /// Prompt tokens found in a kept session (see `scheduler`).
     pub cached_tokens: usize,
+    /// Every sampled token.
     pub completion_tokens: usize,
+    /// The stop string that ended it (none when a constrained value closed it).
+    pub stop_word: Option<String>,
+    /// From its start in the running batch to its first token, and from there to its end.
+    pub prompt_seconds: f64,
+    pub predicted_seconds: f64,
+}
+
+impl End {
+    /// llama-server's `timings` (its prompt count leaves out the kept tokens; rates of nothing are 0).
+    pub fn timings(&self) -> Value {
+        let prompt_n = self.prompt_tokens.saturating_sub(self.cached_tokens);
+        let (prompt_ms, predicted_ms) = (self.prompt_seconds * 1e3, self.predicted_seconds * 1e3);
+        let per_token = |ms: f64, n: usize| if n > 0 { ms / n as f64 } else { 0.0 };
+        let per_second = |ms: f64, n: usize| if ms > 0.0 { 1e3 * n as f64 / ms } else { 0.0 };
+        json!({
+            "cache_n": self.cached_tokens,
+            "prompt_n": prompt_n,
+            "prompt_ms": prompt_ms,
+            "prompt_per_token_ms": per_token(prompt_ms, prompt_n),
+            "prompt_per_second": per_second(prompt_ms, prompt_n),
+            "predicted_n": self.completion_tokens,
+            "predicted_ms": predicted_ms,
+            "predicted_per_token_ms": per_token(predicted_ms, self.completion_tokens),
+            "predicted_per_second": per_second(predicted_ms, self.completion_tokens),
+        })
+    }
 }
 
 /// OpenAI's name for a finish reason.
@@ -75,12 +109,8 @@ pub async fn collect(mut rx: mpsc::UnboundedReceiver<Event>, n: usize) -> ApiRes
                 o.text.push_str(&text);
                 o.steps.extend(steps);
             }
-            Some(Event::Done { index, finish, prompt_tokens, cached_tokens, completion_tokens }) => {
-                let o = &mut out[index];
-                o.finish = Some(finish);
-                o.prompt_tokens = prompt_tokens;
-                o.cached_tokens = cached_tokens;
-                o.completion_tokens = completion_tokens;
+            Some(Event::Done { index, end }) => {
+                out[index].end = end;
                 left -= 1;
             }
             Some(Event::Error { index, mut error }) => {

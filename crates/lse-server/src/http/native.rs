@@ -1,6 +1,6 @@
 //! llama-server's own answer form, shared by its `/completion` and `/infill` routes: `content`,
 //! `tokens` (with `return_tokens`), `stop_type`, `tokens_evaluated`, the rendered `prompt`,
-//! `completion_probabilities` (with `n_probs`); streamed as `{"content": .., "stop": false}` chunks
+//! `stopping_word`, `timings`, `completion_probabilities` (with `n_probs`); streamed as `{"content": .., "stop": false}` chunks
 //! (each with its token ids), the stats last and no `[DONE]`.
 
 use super::body::Fields;
@@ -48,12 +48,15 @@ impl Shape {
         json!(rows)
     }
 
-    /// The whole answer (or a stream's last chunk, with the text already sent).
-    fn last(&self, engine: &Engine, o: &Outcome) -> Value {
-        let stop_type = match o.finish {
-            Some(FinishReason::Eos) => "eos",
-            Some(FinishReason::Stop) => "word",
-            Some(FinishReason::Length) | None => "limit",
+    /// The whole answer (or a stream's last chunk, with the text already sent; `has_new_line`:
+    /// the text held a line break).
+    fn last(&self, engine: &Engine, o: &Outcome, has_new_line: bool) -> Value {
+        let e = &o.end;
+        let stop_type = match (e.finish, &e.stop_word) {
+            (Some(FinishReason::Stop), Some(_)) => "word",
+            // a constrained value's end: llama-server's grammar leaves the end of text only
+            (Some(FinishReason::Eos | FinishReason::Stop), _) => "eos",
+            (Some(FinishReason::Length) | None, _) => "limit",
         };
         let prompt = String::from_utf8_lossy(&engine.tokenizer().detokenize(&self.prompt, false, true)).into_owned();
         let mut v = json!({
@@ -62,12 +65,15 @@ impl Shape {
             "tokens": self.tokens(&o.steps),
             "stop": true,
             "model": self.model,
-            "tokens_predicted": o.completion_tokens,
-            "tokens_evaluated": o.prompt_tokens,
-            "tokens_cached": o.prompt_tokens + o.completion_tokens.saturating_sub(1),
+            "tokens_predicted": e.completion_tokens,
+            "tokens_evaluated": e.prompt_tokens,
+            "tokens_cached": e.prompt_tokens + e.completion_tokens.saturating_sub(1),
             "prompt": prompt,
+            "has_new_line": has_new_line,
             "truncated": false,
             "stop_type": stop_type,
+            "stopping_word": e.stop_word.as_deref().unwrap_or(""),
+            "timings": e.timings(),
         });
         if self.n_probs > 0 {
             v["completion_probabilities"] = self.probabilities(engine, &o.steps);
@@ -80,7 +86,9 @@ impl Shape {
 /// `return_tokens`, `stream`, `cache_prompt`) and answers in llama-server's form.
 pub async fn respond(app: &AppState, ready: &Ready, f: &Fields<'_>, ids: Vec<u32>) -> ApiResult<Response> {
     const MAX_KEYS: [&str; 2] = ["n_predict", "max_tokens"];
-    let base = generate_request(f, &MAX_KEYS, -1)?;
+    let mut base = generate_request(f, &MAX_KEYS, -1)?;
+    // llama-server samples greedily at any temperature up to 0 (OpenAI's routes refuse < 0)
+    base.sampling.temperature = base.sampling.temperature.max(0.0);
     let max_tokens = max_tokens_or_room(f, &MAX_KEYS, base.max_tokens, ids.len(), ready.engine.kv_capacity())?;
     let n_probs = f.u64("n_probs")?.unwrap_or(0) as usize;
     let req = validated(GenerateRequest { prompt: Prompt::Tokens(ids.clone()), max_tokens, top_logprobs: n_probs, ..base })?;
@@ -94,17 +102,18 @@ async fn answer(sched: &Scheduler, engine: &Arc<Engine>, shape: Shape, req: Gene
     let rx = generate::start(sched, vec![(0, req)], cache_prompt)?;
     if !stream {
         let outs = generate::collect(rx, 1).await?;
-        return Ok(Json(shape.last(engine, &outs[0])).into_response());
+        return Ok(Json(shape.last(engine, &outs[0], outs[0].text.contains('\n'))).into_response());
     }
     let mut events = generate::Events::open(rx).await?;
     let (resp, out) = sse::channel();
     let engine = engine.clone();
     tokio::spawn(async move {
-        let mut predicted = 0;
+        let (mut predicted, mut has_new_line) = (0, false);
         while let Some(ev) = events.next().await {
             let v = match ev {
                 Event::Delta { text, steps, .. } => {
                     predicted += steps.len();
+                    has_new_line |= text.contains('\n');
                     // llama-server's chunks carry their ids whether or not `return_tokens` is set
                     let ids: Vec<u32> = steps.iter().map(|s| s.id).collect();
                     let mut v = json!({"index": 0, "content": text, "tokens": ids, "stop": false,
@@ -114,10 +123,10 @@ async fn answer(sched: &Scheduler, engine: &Arc<Engine>, shape: Shape, req: Gene
                     }
                     v
                 }
-                Event::Done { finish, prompt_tokens, cached_tokens, completion_tokens, .. } => {
-                    let o = Outcome { finish: Some(finish), prompt_tokens, cached_tokens, completion_tokens, ..Default::default() };
+                Event::Done { end, .. } => {
+                    let o = Outcome { end, ..Default::default() };
                     // llama-server's stream ends with the stats and no `[DONE]`
-                    let _ = out.json(&shape.last(&engine, &o)).await;
+                    let _ = out.json(&shape.last(&engine, &o, has_new_line)).await;
                     return;
                 }
                 Event::Error { error, .. } => {

@@ -25,11 +25,20 @@ pub fn now_secs() -> u64 {
 /// choice's completion counts.
 pub fn usage_of(outs: &[Outcome], n: usize) -> Value {
     let prompts = || outs.chunks(n.max(1));
-    let prompt: usize = prompts().map(|c| c[0].prompt_tokens).sum();
-    let cached: usize = prompts().map(|c| c.iter().map(|o| o.cached_tokens).max().unwrap_or(0)).sum();
-    let completion: usize = outs.iter().map(|o| o.completion_tokens).sum();
+    let prompt: usize = prompts().map(|c| c[0].end.prompt_tokens).sum();
+    let cached: usize = prompts().map(|c| c.iter().map(|o| o.end.cached_tokens).max().unwrap_or(0)).sum();
+    let completion: usize = outs.iter().map(|o| o.end.completion_tokens).sum();
     json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
            "prompt_tokens_details": {"cached_tokens": cached}})
+}
+
+/// llama-server's `timings` beside OpenAI's answer, where it has one generation (its routes
+/// take one; several choices' times have no one sum, and an answer of the prompt alone none).
+pub fn timings_of(outs: &[Outcome]) -> Option<Value> {
+    match outs {
+        [o] if o.end.finish.is_some() => Some(o.end.timings()),
+        _ => None,
+    }
 }
 
 /// A token's text as llama.cpp's token-to-piece renders it (special tokens shown), lossy UTF-8.

@@ -123,7 +123,8 @@ fn json_mode(f: &Fields) -> ApiResult<(bool, Option<serde_json::Value>)> {
         }
     }
     for key in ["grammar", "guided_json", "guided_regex", "guided_choice", "guided_grammar"] {
-        if f.get(key).is_some() {
+        // null and "" say none (front ends send their empty default, llama-server reads it so)
+        if f.get(key).is_some_and(|v| !v.is_null() && v.as_str() != Some("")) {
             return Err(ApiError::bad_request(format!("\"{key}\" is not supported: use response_format json_object or json_schema")));
         }
     }

@@ -17,7 +17,8 @@ use super::metrics::Metrics;
 use super::scoring::{prompt_logprobs, PromptLogprob, ScoredPrompts};
 use super::session_cache::SessionCache;
 use lse_engine::generation::StepToken;
-use lse_engine::{common_prefix, Engine, FinishReason, GenerateRequest, Sequence};
+use super::generate::End;
+use lse_engine::{common_prefix, Engine, GenerateRequest, Sequence};
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -34,9 +35,9 @@ pub const PROMPT_BUDGET: usize = 256;
 pub enum Event {
     /// New text (safe to show) and the tokens sampled since the last event.
     Delta { index: usize, text: String, steps: Vec<StepToken> },
-    /// The end; `completion_tokens` counts every sampled token, `cached_tokens` the prompt
-    /// tokens found in a kept session (not run again).
-    Done { index: usize, finish: FinishReason, prompt_tokens: usize, cached_tokens: usize, completion_tokens: usize },
+    /// The end: why, the counts (`cached_tokens`: prompt tokens found in a kept session, not
+    /// run again), the stop string, the times.
+    Done { index: usize, end: End },
     Error { index: usize, error: ApiError },
 }
 
@@ -162,6 +163,9 @@ struct Running {
     seq: Sequence,
     tx: mpsc::UnboundedSender<Event>,
     steps_sent: usize,
+    /// When it joined the running batch, and when its first token came.
+    started: Instant,
+    first_token: Option<Instant>,
 }
 
 struct Worker {
@@ -286,7 +290,7 @@ impl Worker {
                         Ok(Ok(seq)) => {
                             self.metrics.prompt_tokens.fetch_add(seq.prompt().len() as u64, Relaxed);
                             self.metrics.prompt_tokens_cached.fetch_add(seq.cached_tokens() as u64, Relaxed);
-                            self.running.push(Running { index, seq, tx, steps_sent: 0 });
+                            self.running.push(Running { index, seq, tx, steps_sent: 0, started: Instant::now(), first_token: None });
                         }
                         Ok(Err(e)) => {
                             let _ = tx.send(Event::Error { index, error: from_engine(&e) });
@@ -423,7 +427,11 @@ impl Worker {
             Err(p) => return self.fail_running(internal_panic(p)),
         }
         let metrics = &self.metrics;
+        let now = Instant::now();
         for r in &mut self.running {
+            if !r.seq.steps.is_empty() {
+                r.first_token.get_or_insert(now);
+            }
             let new_steps = r.seq.steps.len() - r.steps_sent;
             metrics.generated_tokens.fetch_add(new_steps as u64, Relaxed);
             let steps = r.seq.steps[r.steps_sent..].to_vec();
@@ -434,13 +442,17 @@ impl Worker {
                 let _ = r.tx.send(Event::Delta { index: r.index, text, steps });
             }
             if let Some(finish) = done {
-                let _ = r.tx.send(Event::Done {
-                    index: r.index,
-                    finish,
+                let first = r.first_token.unwrap_or(now);
+                let end = End {
+                    finish: Some(finish),
                     prompt_tokens: r.seq.prompt().len(),
                     cached_tokens: r.seq.cached_tokens(),
                     completion_tokens: r.seq.steps.len(),
-                });
+                    stop_word: r.seq.text.stop_word().map(str::to_string),
+                    prompt_seconds: (first - r.started).as_secs_f64(),
+                    predicted_seconds: (now - first).as_secs_f64(),
+                };
+                let _ = r.tx.send(Event::Done { index: r.index, end });
             }
         }
         self.retire(|r| r.seq.is_done() || r.tx.is_closed());

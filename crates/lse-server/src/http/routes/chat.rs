@@ -4,7 +4,7 @@
 use crate::http::body::{wrong, Fields, JsonObject};
 use crate::http::errors::{ApiError, ApiResult};
 use crate::http::generate::{self, finish_name, Outcome};
-use crate::http::openai::{now_secs, piece, response_id, usage_of};
+use crate::http::openai::{now_secs, piece, response_id, timings_of, usage_of};
 use crate::http::options::{cache_prompt, choices, for_choice, generate_request, max_tokens_or_room, stream_flags, validated};
 use crate::http::scheduler::Event;
 use crate::http::sse;
@@ -211,20 +211,23 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
             .enumerate()
             .map(|(j, o)| {
                 let lp = want_logprobs.then(|| json!({"content": logprobs_content(&ready.engine, &o.steps)}));
-                let (mut message, finish) = calls.answer(j, &o.text, o.finish);
+                let (mut message, finish) = calls.answer(j, &o.text, o.end.finish);
                 message["role"] = json!("assistant");
                 json!({"index": j, "message": message, "logprobs": lp, "finish_reason": finish})
             })
             .collect();
-        return Ok(Json(json!({
+        let mut v = json!({
             "id": id,
             "object": "chat.completion",
             "created": created,
             "model": model,
             "choices": choices,
             "usage": usage_of(&outs, n),
-        }))
-        .into_response());
+        });
+        if let Some(t) = timings_of(&outs) {
+            v["timings"] = t;
+        }
+        return Ok(Json(v).into_response());
     }
     let mut events = generate::Events::open(rx).await?;
     let (resp, out) = sse::channel();
@@ -253,7 +256,7 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
     let mut streams: Vec<Option<tools::CallStream>> = (0..n).map(|_| Some(Default::default())).collect();
     // the held rest's delta (calls with their index, or the text) and its finish reason
     let whole = move |j: usize, text: &str, finish| {
-        let (mut d, finish) = calls.answer(j, text, Some(finish));
+        let (mut d, finish) = calls.answer(j, text, finish);
         if let Some(calls) = d.get_mut("tool_calls").and_then(Value::as_array_mut) {
             calls.iter_mut().enumerate().for_each(|(k, c)| c["index"] = json!(k));
         }
@@ -287,16 +290,23 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
                         vec![chunk(index, delta(index, text), lp, Value::Null)]
                     }
                 }
-                Event::Done { index, finish, prompt_tokens, cached_tokens, completion_tokens } => {
+                Event::Done { index, end } => {
                     left -= 1;
-                    outs[index] = Outcome { prompt_tokens, cached_tokens, completion_tokens, ..Default::default() };
-                    if let Some(s) = streams[index].take().filter(|_| auto) {
+                    let finish = end.finish;
+                    outs[index] = Outcome { end, ..Default::default() };
+                    let (mut vs, mut last) = if let Some(s) = streams[index].take().filter(|_| auto) {
                         let (d, finish) = whole(index, &s.rest(), finish);
                         let last = chunk(index, json!({}), Value::Null, finish);
-                        if d == json!({"content": ""}) { vec![last] } else { vec![chunk(index, d, Value::Null, Value::Null), last] }
+                        (if d == json!({"content": ""}) { vec![] } else { vec![chunk(index, d, Value::Null, Value::Null)] }, last)
                     } else {
-                        vec![chunk(index, json!({}), Value::Null, unread_finish(required, Some(finish)))]
+                        (vec![], chunk(index, json!({}), Value::Null, unread_finish(required, finish)))
+                    };
+                    // llama-server's last chunk carries the times
+                    if let (1, Some(t)) = (n, timings_of(&outs)) {
+                        last["timings"] = t;
                     }
+                    vs.push(last);
+                    vs
                 }
                 Event::Error { error, .. } => {
                     let _ = out.json(&error.body()).await;

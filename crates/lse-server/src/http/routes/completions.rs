@@ -4,8 +4,8 @@
 
 use crate::http::body::{Fields, JsonObject};
 use crate::http::errors::{ApiError, ApiResult};
-use crate::http::generate::{self, finish_name, Outcome};
-use crate::http::openai::{now_secs, response_id, usage_of, LogprobsObject, TextCursor};
+use crate::http::generate::{self, finish_name, End, Outcome};
+use crate::http::openai::{now_secs, response_id, timings_of, usage_of, LogprobsObject, TextCursor};
 use crate::http::options::{cache_prompt, choices, for_choice, generate_request, prompt_fits, stream_flags, validated, DEFAULT_MAX_TOKENS};
 use crate::http::prompts::{self, PromptIn};
 use crate::http::scheduler::Event;
@@ -39,7 +39,10 @@ impl Plan {
     /// found kept (`scored_cached`, per prompt).
     fn prompt_only(&self, scored_cached: &[usize]) -> Vec<Outcome> {
         let n = self.n;
-        (0..self.prompts.len() * n).map(|k| Outcome { prompt_tokens: self.prompts[k / n].ids.len(), cached_tokens: scored_cached[k / n], ..Default::default() }).collect()
+        (0..self.prompts.len() * n).map(|k| {
+            let end = End { prompt_tokens: self.prompts[k / n].ids.len(), cached_tokens: scored_cached[k / n], ..Default::default() };
+            Outcome { end, ..Default::default() }
+        }).collect()
     }
 }
 
@@ -118,18 +121,21 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
                 l.json()
             });
             text.push_str(&o.text);
-            json!({"text": text, "index": k, "logprobs": lp, "finish_reason": finish_name(o.finish)})
+            json!({"text": text, "index": k, "logprobs": lp, "finish_reason": finish_name(o.end.finish)})
         })
         .collect();
-    Ok(Json(json!({
+    let mut v = json!({
         "id": response_id("cmpl"),
         "object": "text_completion",
         "created": now_secs(),
         "model": plan.model,
         "choices": choices,
         "usage": usage_of(&outs, n),
-    }))
-    .into_response())
+    });
+    if let Some(t) = timings_of(&outs) {
+        v["timings"] = t;
+    }
+    Ok(Json(v).into_response())
 }
 
 fn chunk(id: &str, model: &str, created: u64, choice: Value) -> Value {
@@ -190,10 +196,16 @@ async fn stream_response(ready: &Ready, plan: Plan, prompt_lps: Vec<Vec<PromptLo
                     });
                     chunk(&id, m, created, json!({"text": text, "index": index, "logprobs": lp, "finish_reason": null}))
                 }
-                Event::Done { index, finish, prompt_tokens, cached_tokens, completion_tokens } => {
+                Event::Done { index, end } => {
                     left -= 1;
-                    outs[index] = Outcome { prompt_tokens, cached_tokens, completion_tokens, ..Default::default() };
-                    chunk(&id, m, created, json!({"text": "", "index": index, "logprobs": null, "finish_reason": finish_name(Some(finish))}))
+                    let finish = finish_name(end.finish);
+                    outs[index] = Outcome { end, ..Default::default() };
+                    let mut c = chunk(&id, m, created, json!({"text": "", "index": index, "logprobs": null, "finish_reason": finish}));
+                    // llama-server's last chunk carries the times
+                    if let (1, Some(t)) = (total, timings_of(&outs)) {
+                        c["timings"] = t;
+                    }
+                    c
                 }
                 Event::Error { error, .. } => {
                     let _ = out.json(&error.body()).await;
