@@ -24,6 +24,8 @@ pub enum EngineError {
     InvalidOption(String),
     #[error("window of {tokens} tokens does not fit the KV capacity of {capacity} (--kv-len)")]
     WindowTooLong { tokens: usize, capacity: usize },
+    #[error("the prompt has {tokens} tokens; the context holds {capacity} (--kv-len), leaving no room to generate")]
+    PromptTooLong { tokens: usize, capacity: usize },
     #[error("token id {id} at index {index} is outside the vocabulary of {n_vocab}")]
     InvalidToken { id: u32, index: usize, n_vocab: usize },
     #[error("invalid request: {0}")]

@@ -103,6 +103,7 @@ fn engine_error(e: lse_engine::EngineError) -> PyErr {
     match e {
         E::InvalidOption(_)
         | E::InvalidRequest(_)
+        | E::PromptTooLong { .. }
         | E::InvalidToken { .. }
         | E::WindowTooLong { .. } => PyValueError::new_err(message),
         E::ModelPath(..) => pyo3::exceptions::PyOSError::new_err(message),

@@ -88,6 +88,17 @@ fn bad_inputs_get_json_errors_and_the_server_stays_up() {
         // the server's own flags (--kv-len) are its operator's terms; a request's are its fields
         assert!(message.contains(says) && !(path == "/v1/perplexity" && message.contains("--")), "{says}: {}", r.text);
     }
+    // a prompt beyond the context: llama-server's error type and counts, whichever check finds it
+    let n_long = long.len();
+    for (path, body) in [
+        ("/v1/completions", json!({"prompt": long, "max_tokens": 1})),
+        ("/v1/completions", json!({"prompt": ["hi", long], "max_tokens": 1})),
+        ("/completion", json!({"prompt": long, "n_predict": 1})),
+        ("/v1/completions", json!({"prompt": long, "max_tokens": 0, "echo": true, "logprobs": 1})),
+    ] {
+        let e = &s.post(path, &body).json()["error"];
+        assert_eq!((&e["type"], &e["code"], &e["n_prompt_tokens"], &e["n_ctx"]), (&json!("exceed_context_size_error"), &json!(400), &json!(n_long), &json!(2048)), "{path}: {e}");
+    }
     // ... and accepted when off, as llama-server's web UI sends them
     let off = json!({"prompt": "hi", "max_tokens": 1, "mirostat": 0, "typical_p": 1.0, "xtc_probability": 0.5, "xtc_threshold": 0.9,
                      "dry_multiplier": 0.8, "dry_base": 0.5, "top_n_sigma": -1.0, "dynatemp_range": 0.0});

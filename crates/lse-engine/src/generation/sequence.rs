@@ -207,11 +207,7 @@ impl Engine {
         };
         // a new session holds --kv-len tokens; a given one at most that
         if prompt.len() >= session.capacity() {
-            return Err(EngineError::InvalidRequest(format!(
-                "the prompt has {} tokens; the context holds {} (--kv-len), leaving no room to generate",
-                prompt.len(),
-                session.capacity()
-            )));
+            return Err(EngineError::PromptTooLong { tokens: prompt.len(), capacity: session.capacity() });
         }
         Ok(Sequence {
             session,

@@ -9,11 +9,19 @@ use axum::Json;
 pub struct ApiError {
     pub status: StatusCode,
     pub message: String,
+    /// A prompt beyond the context: its tokens and the context's (llama-server's
+    /// `exceed_context_size_error`, which clients that trim a conversation look for).
+    pub exceeds: Option<(usize, usize)>,
 }
 
 impl ApiError {
     pub fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
-        ApiError { status, message: message.into() }
+        ApiError { status, message: message.into(), exceeds: None }
+    }
+
+    /// A 400 for a prompt of `tokens` that the context of `n_ctx` cannot hold (with room to generate).
+    pub fn exceeds_context(tokens: usize, n_ctx: usize, message: impl Into<String>) -> ApiError {
+        ApiError { exceeds: Some((tokens, n_ctx)), ..ApiError::bad_request(message) }
     }
 
     pub fn bad_request(message: impl Into<String>) -> ApiError {
@@ -30,6 +38,9 @@ impl ApiError {
 
     /// OpenAI's error `type` for the status.
     pub fn kind(&self) -> &'static str {
+        if self.exceeds.is_some() {
+            return "exceed_context_size_error";
+        }
         match self.status.as_u16() {
             400 | 405 | 413 | 422 => "invalid_request_error",
             401 | 403 => "authentication_error",
@@ -40,9 +51,12 @@ impl ApiError {
     }
 
     pub fn body(&self) -> serde_json::Value {
-        serde_json::json!({
-            "error": { "message": self.message, "type": self.kind(), "code": self.status.as_u16() }
-        })
+        let mut e = serde_json::json!({ "message": self.message, "type": self.kind(), "code": self.status.as_u16() });
+        if let Some((tokens, n_ctx)) = self.exceeds {
+            e["n_prompt_tokens"] = tokens.into();
+            e["n_ctx"] = n_ctx.into();
+        }
+        serde_json::json!({ "error": e })
     }
 }
 
@@ -56,7 +70,8 @@ impl IntoResponse for ApiError {
 pub fn from_engine(e: &lse_engine::EngineError) -> ApiError {
     use lse_engine::EngineError as E;
     match e {
-        E::InvalidRequest(_) | E::InvalidToken { .. } | E::WindowTooLong { .. } | E::InvalidOption(_) => ApiError::bad_request(e.to_string()),
+        E::PromptTooLong { tokens, capacity } | E::WindowTooLong { tokens, capacity } => ApiError::exceeds_context(*tokens, *capacity, e.to_string()),
+        E::InvalidRequest(_) | E::InvalidToken { .. } | E::InvalidOption(_) => ApiError::bad_request(e.to_string()),
         E::Cancelled => stopped(),
         _ => ApiError::internal(e.to_string()),
     }
