@@ -1,6 +1,6 @@
 //! Reading the inputs of a run: text files, JSON token arrays, JSON Lines of prompt/response pairs.
 
-use crate::error::{EvalError, Result};
+use crate::error::{io_reason, EvalError, Result};
 use sha2::{Digest, Sha256};
 use std::path::Path;
 
@@ -14,7 +14,41 @@ pub struct PairRecord {
 }
 
 fn read_bytes(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|e| EvalError::Input(EvalError::io("read", path, &e)))
+    read_input(path).map_err(|reason| EvalError::Input(format!("cannot read {}: {reason}", path.display())))
+}
+
+/// Most bytes read from a pipe (a regular file is read whole, whatever its size).
+pub const MAX_STREAM_BYTES: u64 = 2 << 30;
+
+/// An input file's bytes, or why not (the OS's reason without its code). A regular file is read
+/// whole; a pipe (`<(zcat f.gz)`, `/dev/stdin`) up to [`MAX_STREAM_BYTES`]; a device such as
+/// `/dev/zero` is refused (it never ends: reading it filled the memory).
+pub fn read_input(path: &Path) -> std::result::Result<Vec<u8>, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| io_reason(&e))?;
+    let meta = file.metadata().map_err(|e| io_reason(&e))?;
+    if meta.is_dir() {
+        return Err("it is a directory".into());
+    }
+    if meta.is_file() {
+        let mut bytes = Vec::with_capacity(meta.len() as usize);
+        (&file).read_to_end(&mut bytes).map_err(|e| io_reason(&e))?;
+        return Ok(bytes);
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        let t = meta.file_type();
+        if t.is_char_device() || t.is_block_device() {
+            return Err("it is a device, not a file or a pipe".into());
+        }
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_STREAM_BYTES + 1).read_to_end(&mut bytes).map_err(|e| io_reason(&e))?;
+    if bytes.len() as u64 > MAX_STREAM_BYTES {
+        return Err(format!("the stream goes on past {} GiB", MAX_STREAM_BYTES >> 30));
+    }
+    Ok(bytes)
 }
 
 /// Checks that `bytes` are UTF-8; the error names the offset of the first invalid byte.
@@ -136,5 +170,32 @@ mod tests {
         // SHA-256 of the 8 bytes 01 00 00 00 02 00 00 00, computed independently (sha256sum).
         assert_eq!(token_ids_sha256(&[1, 2]), "34fb5c825de7ca4aea6e712f19d439c1da0c92c37b423936c5f618545ca4fa1f");
         assert_eq!(token_ids_sha256(&[]), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    }
+
+    /// A device never ends (reading `/dev/zero` filled the memory): refused; a pipe is read to its
+    /// end; a folder is named as one.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn devices_are_refused_and_pipes_read() {
+        assert_eq!(read_input(Path::new("/dev/zero")).unwrap_err(), "it is a device, not a file or a pipe");
+        assert_eq!(read_input(Path::new("/")).unwrap_err(), "it is a directory");
+        let dir = std::env::temp_dir().join(format!("lse-eval-input-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc_mkfifo(c.as_ptr(), 0o600) }, 0);
+        let writer = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::write(fifo, vec![b'x'; 300_000]).unwrap())
+        };
+        assert_eq!(read_input(&fifo).unwrap(), vec![b'x'; 300_000]);
+        writer.join().unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[cfg(target_os = "linux")]
+    extern "C" {
+        #[link_name = "mkfifo"]
+        fn libc_mkfifo(path: *const std::ffi::c_char, mode: u32) -> i32;
     }
 }

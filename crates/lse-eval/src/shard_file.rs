@@ -164,7 +164,7 @@ impl ShardFile {
 
     /// The header JSON of a shard file (for comparing plans), and the shard.
     pub fn read(path: &Path) -> Result<(Value, ShardFile)> {
-        let bytes = std::fs::read(path).map_err(|e| EvalError::Input(format!("cannot read shard file {}: {}", path.display(), io_reason(&e))))?;
+        let bytes = crate::input::read_input(path).map_err(|reason| EvalError::Input(format!("cannot read shard file {}: {reason}", path.display())))?;
         ShardFile::from_bytes(&bytes, path)
     }
 

@@ -401,7 +401,8 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
             // checked here, and `chatml` resolved to its source, like every other option
             "--chat-template" => a.serve.chat_template = Some(crate::http::template::from_option(v)?.to_string()),
             "--chat-template-file" => {
-                let text = std::fs::read_to_string(v).map_err(|e| format!("cannot read --chat-template-file {v}: {e}"))?;
+                let bytes = lse_eval::input::read_input(std::path::Path::new(v)).map_err(|reason| format!("cannot read --chat-template-file {v}: {reason}"))?;
+                let text = String::from_utf8(bytes).map_err(|e| format!("--chat-template-file {v} is not valid UTF-8: invalid byte at offset {}", e.utf8_error().valid_up_to()))?;
                 if text.trim().is_empty() {
                     return Err(format!("chat template file {v} is empty (--chat-template-file takes the template's Jinja source)"));
                 }
