@@ -1,6 +1,7 @@
-//! Atomic output files: a temporary file beside the target, renamed over it on commit.
-//! Creating one up front proves the path is writable before a long run starts; dropping it
-//! uncommitted removes the temporary file, so a failed run leaves nothing behind.
+//! Atomic output files: a temporary file beside the target, written and renamed over it on commit.
+//! Creating one up front proves the path is writable before a long run starts (a temporary file
+//! made and removed at once: a run stopped by a signal, whose destructors do not run, leaves
+//! nothing behind); a failed write removes its temporary file.
 
 use crate::error::{io_reason, EvalError, Result};
 use std::fs::File;
@@ -12,7 +13,12 @@ pub struct AtomicFile {
     /// The temporary file renamed over the target; `None` where the target is written in place
     /// (a device, FIFO or other non-file the user named, e.g. `/dev/stdout`).
     tmp: Option<PathBuf>,
+    /// The device written in place.
     file: Option<File>,
+    /// The replaced file's permissions, kept by the new one.
+    keep: Option<std::fs::Permissions>,
+    /// Set once the temporary file exists (from the commit on).
+    written: bool,
 }
 
 impl AtomicFile {
@@ -22,14 +28,18 @@ impl AtomicFile {
         if target.as_os_str().is_empty() {
             return Err(EvalError::Output(format!("{what}: empty path")));
         }
+        let mut keep = None;
         match std::fs::metadata(target) {
             Ok(m) if m.is_dir() => return Err(err("it is a directory".into())),
             Ok(m) if !m.is_file() => {
                 // renaming over a device or FIFO would replace it with a plain file
                 let file = std::fs::OpenOptions::new().write(true).open(target).map_err(|e| err(io_reason(&e)))?;
-                return Ok(AtomicFile { target: target.to_path_buf(), tmp: None, file: Some(file) });
+                return Ok(AtomicFile { target: target.to_path_buf(), tmp: None, file: Some(file), keep: None, written: false });
             }
-            _ => {}
+            // a rename would replace what its owner protected
+            Ok(m) if m.permissions().readonly() => return Err(err("it is read-only".into())),
+            Ok(m) => keep = Some(m.permissions()),
+            Err(_) => {}
         }
         // a symlink to a file: write beside the file it names and rename over that, keeping the link
         let target = &std::fs::canonicalize(target).unwrap_or_else(|_| target.to_path_buf());
@@ -41,12 +51,9 @@ impl AtomicFile {
         static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let tmp = dir.join(format!(".{}.tmp-{}-{seq}", name.to_string_lossy(), std::process::id()));
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-            .map_err(|e| err(io_reason(&e)))?;
-        Ok(AtomicFile { target: target.to_path_buf(), tmp: Some(tmp), file: Some(file) })
+        create_new(&tmp).map_err(|e| err(io_reason(&e)))?;
+        let _ = std::fs::remove_file(&tmp);
+        Ok(AtomicFile { target: target.to_path_buf(), tmp: Some(tmp), file: None, keep, written: false })
     }
 
     pub fn path(&self) -> &Path {
@@ -60,8 +67,20 @@ impl AtomicFile {
 
     /// Writes with `f`, flushes, and renames over the target.
     pub fn commit_with(&mut self, f: impl FnOnce(&mut std::io::BufWriter<&File>) -> std::io::Result<()>) -> Result<()> {
-        let file = self.file.take().expect("committed once");
         let err = |e: std::io::Error| EvalError::Output(EvalError::io("write", &self.target, &e));
+        assert!(!self.written, "committed once");
+        let file = match (self.file.take(), &self.tmp) {
+            (Some(device), _) => device,
+            (None, Some(tmp)) => {
+                let file = create_new(tmp).map_err(err)?;
+                self.written = true;
+                if let Some(p) = &self.keep {
+                    file.set_permissions(p.clone()).map_err(err)?;
+                }
+                file
+            }
+            (None, None) => unreachable!("a device is opened at create"),
+        };
         {
             let mut w = std::io::BufWriter::with_capacity(1 << 20, &file);
             f(&mut w).map_err(err)?;
@@ -83,10 +102,15 @@ pub fn same_file(a: &Path, b: &Path) -> bool {
     }
 }
 
+fn create_new(path: &Path) -> std::io::Result<File> {
+    std::fs::OpenOptions::new().write(true).create_new(true).open(path)
+}
+
 impl Drop for AtomicFile {
     fn drop(&mut self) {
-        if let Some(tmp) = &self.tmp {
-            if self.file.is_some() || tmp.exists() {
+        if let Some(tmp) = self.tmp.as_ref().filter(|_| self.written) {
+            // gone after its rename; here after a failed write
+            if tmp.exists() {
                 let _ = std::fs::remove_file(tmp);
             }
         }
@@ -103,7 +127,8 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let t = dir.join("out.json");
         let a = AtomicFile::create(&t, "output file").unwrap();
-        assert!(!t.exists());
+        // nothing on disk while the run goes: a signal that ends it leaves no temporary file
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
         a.commit(b"hello").unwrap();
         assert_eq!(std::fs::read(&t).unwrap(), b"hello");
         let t2 = dir.join("gone.json");
@@ -111,6 +136,26 @@ mod tests {
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
         let e = AtomicFile::create(&dir.join("no/such/dir/x"), "output file").err().unwrap().to_string();
         assert!(e.contains("cannot write output file"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A read-only file is not replaced; a writable one's permissions are kept.
+    #[cfg(unix)]
+    #[test]
+    fn permissions_are_respected() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("lse-eval-atomic-mode-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (ro, rw) = (dir.join("ro.json"), dir.join("rw.json"));
+        for (p, mode) in [(&ro, 0o444), (&rw, 0o640)] {
+            std::fs::write(p, b"old").unwrap();
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+        let e = AtomicFile::create(&ro, "output file").err().unwrap().to_string();
+        assert!(e.ends_with("ro.json: it is read-only"), "{e}");
+        AtomicFile::create(&rw, "output file").unwrap().commit(b"new").unwrap();
+        assert_eq!(std::fs::metadata(&rw).unwrap().permissions().mode() & 0o777, 0o640);
+        assert_eq!((std::fs::read(&ro).unwrap(), std::fs::read(&rw).unwrap()), (b"old".to_vec(), b"new".to_vec()));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
