@@ -298,6 +298,14 @@ impl LseBase {
         if let Some(lp) = rec.logp.iter().find(|&&lp| lp.is_nan() || lp as f64 > SLACK) {
             return Err(bad(format!("has a log-probability of {lp} (log p is at most 0)")));
         }
+        // a token listed twice among its top-K would count its probability twice
+        let mut ids = [0u32; MAX_TOP_K];
+        let ids = &mut ids[..rec.ids.len()];
+        ids.copy_from_slice(&rec.ids);
+        ids.sort_unstable();
+        if let Some(w) = ids.windows(2).find(|w| w[0] == w[1]) {
+            return Err(bad(format!("lists token id {} twice among its top {}", w[0], ids.len())));
+        }
         Ok(())
     }
 

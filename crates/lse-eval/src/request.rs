@@ -270,6 +270,12 @@ impl PerplexityRequest {
         if self.chunks == Some(0) {
             return bad("--perplexity-chunks must be at least 1".into());
         }
+        // a shard file's model fingerprint: a wrong one would let shards of other models merge
+        if let Some(h) = &self.model_sha256 {
+            if h.len() != 64 || !h.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)) {
+                return bad(format!("model_sha256 must be 64 lowercase hex digits (the SHA-256 of the model's files), got {h:?}"));
+            }
+        }
         if pairs {
             return Ok(());
         }

@@ -529,6 +529,11 @@ fn lse_base_mismatches_name_the_field() {
     assert!(e.contains("NLL of -3"), "{e}");
     let e = edit("pos.kld", 12, &2.5f32.to_le_bytes());
     assert!(e.contains("log-probability of 2.5"), "{e}");
+    // the second id overwritten by the third: a token counted twice
+    let o = bytes.len() - 264;
+    let third = u32::from_le_bytes(bytes[o + 24..o + 28].try_into().unwrap());
+    let e = edit("dup.kld", 16, &third.to_le_bytes());
+    assert!(e.contains(&format!("lists token id {third} twice among its top 32")), "{e}");
 }
 
 /// Writes a llama.cpp `_logits_` base (reference §4) from full logits rows, with this test's own
@@ -697,6 +702,7 @@ fn request_from_json() {
         // 2 × ctx wrapped in the too-short message
         (r#"{"text":"a","ctx":18446744073709551615}"#, "beyond any context"),
         (r#"{"text":"a","shard":{"index":0,"count":2,"extra":1},"shard_out":"s"}"#, "unknown field shard.extra"),
+        (r#"{"text":"a","shard":{"index":0,"count":2},"shard_out":"s","model_sha256":"xyz"}"#, "model_sha256 must be 64 lowercase hex digits"),
     ] {
         let e = PerplexityRequest::from_json(&serde_json::from_str(bad).unwrap()).unwrap_err().to_string();
         assert!(e.contains(phrase), "{bad}: {e}");
