@@ -589,7 +589,7 @@ mod tests {
             ("--model m --generate hi --chat-template chatml", "serving only"),
             ("--model m --chat-template-file /nonexistent/t.jinja", "cannot read --chat-template-file"),
             ("--model m --chat-template chatml --chat-template-file /dev/null", "one of --chat-template"),
-            ("--model m --chat-template-file /dev/null", "chat template file /dev/null is empty"),
+            ("--model m --chat-template-file /dev/zero", "cannot read --chat-template-file /dev/zero: it is a device, not a file or a pipe"),
             ("--model m --generate hi --logit-bias 5", "--logit-bias"),
             ("--model m --generate hi --logit-bias x+1", "--logit-bias"),
             ("--model m --generate hi --logit-bias 5+x", "--logit-bias"),
@@ -615,5 +615,10 @@ mod tests {
             let e = p(cmd).unwrap_err();
             assert!(e.contains(phrase), "{cmd}: {e}");
         }
+        let empty = std::env::temp_dir().join(format!("lse-args-empty-{}.jinja", std::process::id()));
+        std::fs::write(&empty, b"").unwrap();
+        let e = p(&format!("--model m --chat-template-file {}", empty.display())).unwrap_err();
+        assert!(e.contains(&format!("chat template file {} is empty", empty.display())), "{e}");
+        std::fs::remove_file(&empty).unwrap();
     }
 }

@@ -149,8 +149,10 @@ impl GenerateRequest {
         if s.repeat_last_n < -1 {
             return Err(format!("repeat-last-n must be -1, 0 or more, got {}", s.repeat_last_n));
         }
-        if !s.presence_penalty.is_finite() || !s.frequency_penalty.is_finite() {
-            return Err("presence and frequency penalties must be finite".into());
+        for (name, v) in [("presence", s.presence_penalty), ("frequency", s.frequency_penalty)] {
+            if !v.is_finite() {
+                return Err(format!("{name} penalty must be finite, got {v}"));
+            }
         }
         super::logit_bias::validate(&s.logit_bias)?;
         if self.top_logprobs > MAX_TOP_LOGPROBS {
