@@ -79,6 +79,8 @@ typedef struct lse_engine lse_engine;
  *     "no_mtp"           boolean: accepted and recorded; scoring never uses a speculative decoder
  *     "simd"             string: "avx512", "avx2", "neon" or "scalar": cap the kernels at that
  *                        level (one level per process; the command line's --simd)
+ *     "huge_pages"       boolean: packed weights on huge pages, for decoding, which streams them
+ *                        every token (default false; the command line's --huge-pages)
  *   Unknown fields are refused (a misspelt option is never silently ignored).
  *   Example: {"model": "models/SmolLM2-135M-Instruct.Q4_1.gguf", "threads": 4, "kv_len": 4096}
  * out: receives the engine handle (close it with lse_engine_close); set to NULL on failure.

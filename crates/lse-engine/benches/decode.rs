@@ -41,7 +41,8 @@ fn main() {
     let prompt: u32 = std::env::var("LSE_BENCH_PROMPT").ok().and_then(|v| v.parse().ok()).unwrap_or(512).max(1);
     let sample = std::env::var_os("LSE_BENCH_SAMPLE").is_some();
     let simd = std::env::var("LSE_BENCH_SIMD").ok().filter(|s| !s.is_empty()).map(|s| lse_engine::parse_simd_level(&s).expect("LSE_BENCH_SIMD: avx512, avx2 or scalar"));
-    let opts = EngineOptions { threads, kv_len: Some((prompt as usize + steps + 16).next_power_of_two()), simd, ..Default::default() };
+    // huge pages, as a server or --generate packs its weights
+    let opts = EngineOptions { threads, kv_len: Some((prompt as usize + steps + 16).next_power_of_two()), simd, huge_pages: true, ..Default::default() };
     let engine = Engine::load(&path, opts).unwrap();
     let v = engine.n_vocab() as u32;
     let request = |k: usize| GenerateRequest {
@@ -253,8 +254,8 @@ impl WeightReads {
         groups.push(if size("output.weight") > 0 { size("output.weight") } else { size("token_embd.weight") });
         let total: usize = groups.iter().sum();
         let words: Vec<usize> = groups.iter().map(|&b| (b as f64 * packed as f64 / total as f64) as usize / 8).collect();
-        let buf: Vec<u64> = (0..words.iter().sum::<usize>() as u64).collect();
-        let kv: Vec<u64> = (0..(kv_bytes / 8) as u64).collect();
+        let buf = reads::words(words.iter().sum::<usize>());
+        let kv = reads::words(kv_bytes / 8);
         WeightReads { words, buf, kv, n_layer, pool: lse_kernels::ThreadPool::new(threads) }
     }
 
@@ -299,7 +300,7 @@ fn interleaved(engine: &Engine, request: &GenerateRequest, reads: &WeightReads, 
 /// Bytes/s of reading a 1 GiB buffer, split over `threads` threads (best of 5 passes).
 fn read_bandwidth(threads: usize) -> f64 {
     const LEN: usize = 1 << 27; // u64s
-    let buf: Vec<u64> = (0..LEN as u64).collect();
+    let buf = reads::words(LEN);
     let chunk = LEN.div_ceil(threads);
     let mut best = f64::MAX;
     for _ in 0..5 {

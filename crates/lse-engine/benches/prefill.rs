@@ -8,7 +8,7 @@ fn main() {
     let name = std::env::var("LSE_BENCH_MODEL").unwrap_or("smollm2".into());
     let Some(path) = lse_testdata::model(&name) else { return };
     let threads = std::env::var("LSE_BENCH_THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(2);
-    let opts = EngineOptions { threads, batch_size: 2048, ubatch_size: 512, kv_dtype: KvDtype::F16, kv_len: Some(512), flash_attention: true, dialect: Dialect::Simd, simd: None, cpu_fallback_allowed: true };
+    let opts = EngineOptions { threads, batch_size: 2048, ubatch_size: 512, kv_dtype: KvDtype::F16, kv_len: Some(512), flash_attention: true, dialect: Dialect::Simd, simd: None, cpu_fallback_allowed: true, huge_pages: false };
     let engine = Engine::load(&path, opts).unwrap();
     let tokens: Vec<u32> = (0..512u32).map(|i| (i * 7919 + 13) % engine.n_vocab() as u32).collect();
     let positions: Vec<usize> = (256..511).collect();

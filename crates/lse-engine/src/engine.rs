@@ -59,7 +59,7 @@ impl Engine {
         release_freed_heap();
         let shards: Vec<Arc<GgufFile>> = shards.into_iter().map(Arc::new).collect();
         let file = shards[0].clone();
-        let weights = Weights::new(shards, hp);
+        let weights = Weights::new(shards, hp, opts.huge_pages);
         let kv_capacity = opts.kv_len.unwrap_or(if weights.hp.n_ctx_train > 0 { weights.hp.n_ctx_train } else { FALLBACK_CTX });
         let model = Model::load(weights)?;
         // llama.cpp sizes the embedding table by the vocabulary: another row count is a corrupt file

@@ -30,6 +30,7 @@ pub const FIELDS: &[&str] = &[
     "flash_prefill_v2",
     "no_cpu_fallback",
     "no_mtp",
+    "huge_pages",
 ];
 
 fn positive(key: &str, v: &Value) -> Result<Option<usize>, String> {
@@ -140,6 +141,7 @@ impl OpenOptions {
                 }
                 "no_cpu_fallback" => e.cpu_fallback_allowed = !flag(k, x)?.unwrap_or(false),
                 "no_mtp" => opts.no_mtp = flag(k, x)?.unwrap_or(false),
+                "huge_pages" => e.huge_pages = flag(k, x)?.unwrap_or(false),
                 other => {
                     return Err(format!("unknown engine option \"{other}\" (allowed: {})", FIELDS.join(", ")));
                 }
@@ -167,7 +169,7 @@ mod tests {
         let o = OpenOptions::parse(
             r#"{"model": "m.gguf", "pool": "cpu", "dialect": "scalar", "threads": 3, "batch_size": 1024,
                 "ubatch_size": 256, "kv_cache_dtype": "bf16", "kv_len": 4096, "flash_prefill_v2": false,
-                "no_cpu_fallback": true, "no_mtp": true}"#,
+                "no_cpu_fallback": true, "no_mtp": true, "huge_pages": true}"#,
         )
         .unwrap();
         assert_eq!(o.model, PathBuf::from("m.gguf"));
@@ -177,7 +179,7 @@ mod tests {
         assert_eq!((e.batch_size, e.ubatch_size), (1024, 256));
         assert_eq!(e.kv_dtype, KvDtype::Bf16);
         assert_eq!(e.kv_len, Some(4096));
-        assert!(!e.flash_attention && !e.cpu_fallback_allowed && o.no_mtp);
+        assert!(!e.flash_attention && !e.cpu_fallback_allowed && o.no_mtp && e.huge_pages);
     }
 
     #[test]
@@ -215,6 +217,7 @@ mod tests {
             (r#"{"model": "m", "pool": "gpu"}"#, "pool \"gpu\""),
             (r#"{"model": "m", "flash_prefill_v2": 1}"#, "flash_prefill_v2 must be true or false"),
             (r#"{"model": "m", "no_mtp": "yes"}"#, "no_mtp must be true or false"),
+            (r#"{"model": "m", "huge_pages": 1}"#, "huge_pages must be true or false"),
             (r#"{"model": "m", "thread": 2}"#, "unknown engine option \"thread\""),
             (r#"[1, 2]"#, "must be a JSON object"),
             (r#"{"model": "m""#, "not valid JSON"),

@@ -69,6 +69,9 @@ pub struct EngineOptions {
     /// The SIMD level `Dialect::Simd` runs at; `None` = the best this CPU has. One per process.
     pub simd: Option<crate::SimdLevel>,
     pub cpu_fallback_allowed: bool,
+    /// Packed weights on huge pages (`lse_kernels::pages`): for decoding, which streams them
+    /// every token; scoring gains nothing from them.
+    pub huge_pages: bool,
 }
 
 impl Default for EngineOptions {
@@ -83,6 +86,7 @@ impl Default for EngineOptions {
             dialect: Dialect::Simd,
             simd: None,
             cpu_fallback_allowed: true,
+            huge_pages: false,
         }
     }
 }

@@ -12,6 +12,7 @@ pub const ENGINE_FIELDS: &[(&str, &str)] = &[
     ("--simd", "simd"),
     ("--dialect", "dialect"),
     ("--no-cpu-fallback", "no_cpu_fallback"),
+    ("--huge-pages", "huge_pages"),
 ];
 
 /// `msg` with each flag of `table` replaced by its field. A flag is a whole word: `--name` not

@@ -57,6 +57,7 @@ fn opts(flash: bool, dialect: Dialect) -> EngineOptions {
         dialect,
         cpu_fallback_allowed: true,
         simd: None,
+        ..Default::default()
     }
 }
 

@@ -21,6 +21,7 @@ fn opts(flash: bool, kv: KvDtype, batch: usize, ubatch: usize, threads: usize) -
         dialect: Dialect::Simd,
         cpu_fallback_allowed: true,
         simd: None,
+        huge_pages: false,
     }
 }
 

@@ -27,6 +27,7 @@ fn options(flash: bool) -> EngineOptions {
         dialect: Dialect::Simd,
         cpu_fallback_allowed: true,
         simd: None,
+        huge_pages: false,
     }
 }
 

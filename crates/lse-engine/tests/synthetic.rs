@@ -19,6 +19,7 @@ fn opts(flash: bool, kv: KvDtype, plan: (usize, usize, usize), dialect: Dialect)
         dialect,
         cpu_fallback_allowed: true,
         simd: None,
+        huge_pages: false,
     }
 }
 

@@ -41,12 +41,14 @@ fn main() {
         let w = random_weights(&mut rng, t, n, k);
         for threads in [1, 2] {
             let pool = ThreadPool::new(threads);
-            let first = PackedMatrix::new(&pool, t, &w, n, k).unwrap();
+            // on huge pages, as the engine packs what it decodes
+            let pack = || PackedMatrix::new_releasing(&pool, t, &w, n, k, true, &|_| {}).unwrap();
+            let first = pack();
             let copies = (2 * l3).div_ceil(first.size_bytes()).max(1);
             let mut ps = vec![first];
-            ps.extend((1..copies).map(|_| PackedMatrix::new(&pool, t, &w, n, k).unwrap()));
+            ps.extend((1..copies).map(|_| pack()));
             let bytes = ps[0].size_bytes() as f64;
-            let plain: Vec<u64> = (0..(ps[0].size_bytes() * copies / 8) as u64).collect();
+            let plain = reads::words(ps[0].size_bytes() * copies / 8);
             let parts: Vec<&[u64]> = plain.chunks(plain.len().div_ceil(copies)).collect();
             for &m in &rows {
                 let x = random_acts(&mut rng, m, k);

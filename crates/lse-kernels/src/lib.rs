@@ -24,6 +24,7 @@ mod matmul_packed;
 #[cfg(test)]
 mod test_rng;
 pub mod packed;
+pub mod pages;
 mod pool;
 pub mod quant;
 pub mod reduce;

@@ -239,18 +239,20 @@ impl PackedMatrix {
         n: usize,
         k: usize,
     ) -> Option<PackedMatrix> {
-        Self::new_releasing(pool, t, w, n, k, &|_| {})
+        Self::new_releasing(pool, t, w, n, k, false, &|_| {})
     }
 
     /// As [`PackedMatrix::new`], packing [`PACK_CHUNK_ROWS`] rows at a time and calling
     /// `done(rows)` after each chunk, so a caller reading `w` from a memory map can drop the pages
     /// already packed: the source and the packed copy are then never both resident in full.
+    /// `huge_pages`: the copy asks for huge pages ([`crate::pages`]; for matrices decode streams).
     pub fn new_releasing(
         pool: &crate::ThreadPool,
         t: GgmlType,
         w: &[u8],
         n: usize,
         k: usize,
+        huge_pages: bool,
         done: &dyn Fn(std::ops::Range<usize>),
     ) -> Option<PackedMatrix> {
         if !packable(t) {
@@ -274,17 +276,7 @@ impl PackedMatrix {
         // the AVX2 tile multiplies Q8_0's signed quants as they are (`|q|·sign(x, q)`)
         let q8_signed = t == GgmlType::Q8_0 && !vnni;
         let len = (ng * group_bytes).div_ceil(64);
-        let mut data: Vec<A64> = Vec::with_capacity(len);
-        #[cfg(target_os = "linux")]
-        if std::env::var_os("LSE_THP").is_some_and(|v| v == "1") {
-            let start = data.as_ptr() as usize;
-            let end = start + len * 64;
-            let (s2, e2) = ((start + (2 << 20) - 1) & !((2 << 20) - 1), end & !((2 << 20) - 1));
-            if e2 > s2 {
-                unsafe { libc::madvise(s2 as *mut libc::c_void, e2 - s2, libc::MADV_HUGEPAGE) };
-            }
-        }
-        data.resize(len, A64([0; 64]));
+        let mut data = if huge_pages { crate::pages::huge_page_vec(len, A64([0; 64])) } else { vec![A64([0; 64]); len] };
         let base = crate::matmul::SendPtr(data.as_mut_ptr() as *mut u8);
         let fill = |g: usize| {
             // SAFETY: group g owns bytes g·group_bytes .. (g+1)·group_bytes of `data`.

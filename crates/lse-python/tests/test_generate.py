@@ -21,6 +21,16 @@ def _cli(*args):
     return json.loads(out.stdout)
 
 
+def test_huge_pages_change_nothing_but_pages(engine):  # noqa: F811
+    # the CLI's --generate packs on huge pages by default, this engine does not (test above);
+    # asked for here, the same ids and log-probs
+    huge = lse.Engine(model=MODEL, threads=THREADS, huge_pages=True)
+    a, b = (e.generate(PROMPT, max_tokens=6, temperature=0) for e in (engine, huge))
+    assert (a["ids"], a["logprobs"]) == (b["ids"], b["logprobs"])
+    with pytest.raises(ValueError, match="huge_pages must be True or False"):
+        lse.Engine(model=MODEL, huge_pages="yes")
+
+
 def test_greedy_equals_the_cli(engine):  # noqa: F811
     r = engine.generate(PROMPT, max_tokens=10, temperature=0)
     cli = _cli("-n", "10", "--temp", "0")

@@ -28,6 +28,8 @@ engine options (ENGINE):
   --kv-cache-dtype T         f32, f16, bf16 or q8_0 (default f16)
   --kv-len N                 KV capacity per session in tokens (default: the model's context)
   --FlashPrefillV2=on|off    fused tiled attention (on, default) or dense attention (off)
+  --huge-pages on|off        packed weights on huge pages (default: on when serving or generating,
+                             whose decode streams them every token; off for scoring and tokenizing)
   --no-cpu-fallback          fail instead of running an operation without a device kernel on the CPU
   --no-mtp                   do not load a speculative decoder (scoring never uses one)
 
@@ -168,7 +170,7 @@ pub struct Args {
 /// Options that take a value.
 const VALUED: &[&str] = &[
     "--model", "--pool", "--dialect", "--simd", "--threads", "--batch-size", "--ubatch-size", "--kv-cache-dtype", "--kv-len",
-    "--FlashPrefillV2", "--tokenize", "--tokenize-output", "--perplexity", "--perplexity-tokens", "--perplexity-pairs",
+    "--FlashPrefillV2", "--huge-pages", "--tokenize", "--tokenize-output", "--perplexity", "--perplexity-tokens", "--perplexity-pairs",
     "--perplexity-method", "--perplexity-ctx", "--perplexity-stride", "--perplexity-chunks",
     "--perplexity-kld-base-out", "--perplexity-kld-top-k", "--perplexity-kld", "--perplexity-output",
     "--perplexity-shard", "--perplexity-merge", "--generate", "--generate-file", "--generate-suffix", "-n", "--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n",
@@ -238,6 +240,7 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
     let mut a = Args::default();
     let mut seen: Vec<String> = Vec::new();
     let mut modes: Vec<String> = Vec::new();
+    let mut huge_pages: Option<bool> = None;
     let mut i = 0;
     while i < argv.len() {
         let raw = &argv[i];
@@ -302,6 +305,13 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
                     .ok_or_else(|| format!("unknown --kv-cache-dtype '{v}' (allowed: f32, f16, bf16, q8_0)"))?
             }
             "--kv-len" => a.engine.kv_len = Some(positive(&name, v)?),
+            "--huge-pages" => {
+                huge_pages = Some(match v {
+                    "on" => true,
+                    "off" => false,
+                    _ => return Err(format!("unknown --huge-pages value '{v}' (allowed: on, off)")),
+                })
+            }
             "--FlashPrefillV2" => {
                 a.engine.flash_attention = match v {
                     "on" => true,
@@ -423,6 +433,7 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
         return Err(format!("{} and {} cannot be used together: choose one mode", modes[0], modes[1]));
     }
     let mode = a.mode.get_or_insert(Mode::Serve).clone();
+    a.engine.huge_pages = huge_pages.unwrap_or(matches!(mode, Mode::Serve | Mode::Generate(_)));
     if let Mode::PerplexityMerge(_) = mode {
         if let Some(s) = seen.iter().find(|s| !MERGE_ALLOWED.contains(&s.as_str())) {
             return Err(format!("{s} does not apply to --perplexity-merge (the shard files carry the plan and the model's facts)"));
@@ -523,6 +534,22 @@ mod tests {
         assert_eq!(a.mode, Some(Mode::Perplexity("t.txt".into())));
         let r = &a.request;
         assert_eq!((r.ctx, r.stride, r.chunks, r.kld_top_k), (Some(256), Some(64), Some(3), Some(8)));
+    }
+
+    /// Huge pages where decode streams the weights (serving, --generate), not for scoring.
+    #[test]
+    fn huge_pages_follow_the_mode() {
+        for (cmd, want) in [
+            ("--model m", true),
+            ("--model m --generate hi", true),
+            ("--model m --perplexity t", false),
+            ("--model m --tokenize t", false),
+            ("--model m --huge-pages off", false),
+            ("--model m --perplexity t --huge-pages on", true),
+        ] {
+            assert_eq!(p(cmd).unwrap().engine.huge_pages, want, "{cmd}");
+        }
+        assert!(p("--model m --huge-pages yes").unwrap_err().contains("allowed: on, off"));
     }
 
     #[test]

@@ -532,7 +532,7 @@ fn native_fields_stop_word_and_timings() {
     // two stops that both occur; the earlier in the text wins whatever the list's order
     let (a, b) = (text[7..10].to_string(), text[3..5].to_string());
     let (ia, ib) = (text.find(&a).unwrap(), text.find(&b).unwrap());
-    let (cut, word) = if ia < ib || (ia == ib) { (ia, &a) } else { (ib, &b) };
+    let (cut, word) = if ia <= ib { (ia, &a) } else { (ib, &b) };
     let r = s.post("/completion", &json!({"prompt": prompt, "n_predict": 24, "temperature": -1, "stop": [a, b], "grammar": ""})).json();
     assert_eq!((&r["content"], &r["stop_type"], &r["stopping_word"]), (&json!(text[..cut]), &json!("word"), &json!(word)), "{r}");
     let last = s.stream_native("/completion", &json!({"prompt": prompt, "n_predict": 24, "temperature": 0, "stream": true, "stop": [word]}));

@@ -3,6 +3,14 @@
 
 use lse_kernels::ThreadPool;
 
+/// `n` words to read (their indices), on huge pages where the kernel gives them, as the packed
+/// weights are: the yardstick reads memory the way the tiles do.
+pub fn words(n: usize) -> Vec<u64> {
+    let mut v = lse_kernels::pages::huge_page_vec(n, 0u64);
+    v.iter_mut().enumerate().for_each(|(i, w)| *w = i as u64);
+    v
+}
+
 /// Wrapping sums of `part`, read with the CPU's widest vector loads (the tiles' own width: the
 /// scalar loop this replaced streamed 17–28 % slower than a one-row tile on the Emerald Rapids
 /// host, so tiles showed "110 %" of it), asking for each cache line a page ahead as the tiles do

@@ -204,7 +204,7 @@ class Engine:
     """
 
     def __init__(self, model, *, threads=None, batch_size=None, ubatch_size=None, kv_cache_dtype=None,
-                 kv_len=None, flash_prefill=None, dialect=None, cpu_fallback=None):
+                 kv_len=None, flash_prefill=None, dialect=None, cpu_fallback=None, huge_pages=None):
         model = _path("model", model)
         if model is None:
             raise ValueError("model is required (a .gguf file or a folder holding one)")
@@ -216,6 +216,9 @@ class Engine:
             options["flash_prefill_v2"] = flash_prefill if isinstance(flash_prefill, str) else bool(flash_prefill)
         if cpu_fallback is not None:
             options["no_cpu_fallback"] = not _flag("cpu_fallback", cpu_fallback)
+        if huge_pages is not None:
+            # packed weights on huge pages: for generation, which streams them every token
+            options["huge_pages"] = _flag("huge_pages", huge_pages)
         for name in ("threads", "batch_size", "ubatch_size", "kv_len"):
             options[name] = _option(name, options[name])
         try:
