@@ -108,7 +108,7 @@ impl EmbedRequest {
         let r: EmbedRequest = serde_json::from_str(s).map_err(|e| {
             let base = [("input".to_string(), serde_json::Value::from("x"))].into_iter().collect();
             match crate::generation::bad_field::<EmbedRequest>(s, base) {
-                Some(field) => format!("embeddings request field \"{field}\": {e}"),
+                Some((field, why)) => format!("embeddings request field \"{field}\": {why}"),
                 None => format!("embeddings request: {e}"),
             }
         })?;

@@ -269,6 +269,16 @@ def test_ctrl_c_stops_a_scoring_run(engine):
     assert engine.perplexity(text=text, ctx=128, chunks=1)["perplexity"] > 1
 
 
+def test_bad_text_is_named(engine, tmp_path):
+    # were a raw UnicodeEncodeError and a UnicodeDecodeError without the line
+    with pytest.raises(ValueError, match=r"^text is not valid Unicode text: a lone surrogate at index 1$"):
+        engine.tokenize("a\udcffb")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b'{"prompt": "a", "response": "b"}\n{"prompt": "\xff", "response": "b"}\n')
+    with pytest.raises(ValueError, match=r"bad.jsonl: line 2: not valid UTF-8: invalid byte at offset 12 of the line$"):
+        lse.read_pairs(bad)
+
+
 def test_bad_option_values_name_the_option(engine):
     with pytest.raises(ValueError, match="include_windows must be True or False"):
         engine.perplexity(text="x" * 1000, include_windows="no")

@@ -107,6 +107,9 @@ def test_json_object_and_schema(engine):  # noqa: F811
     (dict(presence_penalty=float("-inf")), "presence_penalty must be a finite number"),
     (dict(logit_bias={1: "x"}), "logit bias of token 1"),
     (dict(stop=[b"x"]), "stop must be a str"),
+    # the field's own error, in JSON's words (was serde's "expected u64 at line 1 column 45")
+    (dict(seed=-1), r'field "seed": invalid value: integer `-1`, expected a non-negative integer$'),
+    (dict(max_tokens=2**70), r'field "max_tokens": invalid type: floating point `1.1805916207174113e\+21`, expected an integer$'),
 ])
 def test_bad_options_raise(engine, options, phrase):  # noqa: F811
     with pytest.raises(ValueError, match=phrase):

@@ -113,7 +113,7 @@ impl GenerateRequest {
     /// Parses the JSON request object (C API, Python, `--generate` options).
     pub fn from_json(s: &str) -> Result<GenerateRequest, String> {
         let r: GenerateRequest = serde_json::from_str(s).map_err(|e| match bad_field::<GenerateRequest>(s, serde_json::Map::new()) {
-            Some(field) => format!("generation request field \"{field}\": {e}"),
+            Some((field, why)) => format!("generation request field \"{field}\": {why}"),
             None => format!("generation request: {e}"),
         })?;
         r.validate()?;
@@ -172,13 +172,35 @@ impl GenerateRequest {
 }
 
 /// The first field of a JSON request object that fails on its own (added to `base`, valid values
-/// of the required fields), to name it in the message: serde's own says only what it expected
-/// ("expected u64") and where.
-pub(crate) fn bad_field<T: serde::de::DeserializeOwned>(s: &str, base: serde_json::Map<String, serde_json::Value>) -> Option<String> {
+/// of the required fields) and why, to name it in the message: serde's own error of the whole
+/// text says only what it expected and where in the text.
+pub(crate) fn bad_field<T: serde::de::DeserializeOwned>(s: &str, base: serde_json::Map<String, serde_json::Value>) -> Option<(String, String)> {
     let serde_json::Value::Object(fields) = serde_json::from_str(s).ok()? else { return None };
     fields.into_iter().find_map(|(k, v)| {
         let mut alone = base.clone();
         alone.insert(k.clone(), v);
-        serde_json::from_value::<T>(serde_json::Value::Object(alone)).is_err().then_some(k)
+        serde_json::from_value::<T>(serde_json::Value::Object(alone)).err().map(|e| (k, plain_types(&e.to_string())))
     })
+}
+
+/// serde's Rust type names in a message as the JSON caller's words ("expected u64" → "expected a
+/// non-negative integer").
+fn plain_types(msg: &str) -> String {
+    const NAMES: [(&str, &str); 8] = [
+        ("expected u64", "expected a non-negative integer"),
+        ("expected u32", "expected a non-negative integer"),
+        ("expected usize", "expected a non-negative integer"),
+        ("expected i64", "expected an integer"),
+        ("expected i32", "expected an integer"),
+        ("expected isize", "expected an integer"),
+        ("expected f32", "expected a number"),
+        ("expected f64", "expected a number"),
+    ];
+    let mut out = msg.to_string();
+    for (rust, json) in NAMES {
+        if let Some(i) = out.find(rust).filter(|&i| !out[i + rust.len()..].starts_with(|c: char| c.is_ascii_alphanumeric())) {
+            out.replace_range(i..i + rust.len(), json);
+        }
+    }
+    out
 }

@@ -180,7 +180,10 @@ def read_pairs(path):
     out = []
     with open(path, "rb") as f:
         for n, raw in enumerate(f, 1):
-            line = raw.decode("utf-8").strip()
+            try:
+                line = raw.decode("utf-8").strip()
+            except UnicodeDecodeError as e:
+                raise ValueError(f"{path}: line {n}: not valid UTF-8: invalid byte at offset {e.start} of the line") from None
             if not line:
                 continue
             try:
@@ -253,6 +256,9 @@ class Engine:
         """Token ids of ``text`` as a list of ints."""
         if not isinstance(text, str):
             raise ValueError("text must be a str")
+        found = _lone_surrogate(text, "text")
+        if found:
+            raise ValueError(f"text is not valid Unicode text: a lone surrogate at index {found[1]}")
         return list(self._native.tokenize(text, bool(add_special), bool(parse_special)))
 
     def embed(self, texts, *, pooling=None, normalize=2):
