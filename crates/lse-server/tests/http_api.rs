@@ -572,6 +572,13 @@ fn embeddings_serve_the_pooled_vectors_and_refuse_bad_requests() {
         let dot: f64 = a.iter().zip(b).map(|(x, y)| x.as_f64().unwrap() * y.as_f64().unwrap()).sum();
         assert!(d["index"] == i && dot >= 0.999, "input {i}: cosine {dot} (both of length 1)");
     }
+    // llama-server's /embedding: its own form, the same vectors
+    let native = s.post("/embedding", &json!({"content": g["inputs"]})).json();
+    let rows = native.as_array().unwrap();
+    assert_eq!(rows.len(), r["data"].as_array().unwrap().len(), "{native}");
+    for (i, row) in rows.iter().enumerate() {
+        assert_eq!((&row["index"], &row["embedding"]), (&json!(i), &json!([r["data"][i]["embedding"]])), "input {i}");
+    }
     for (body, what) in [
         (json!({"input": "hi", "encoding_format": "int8"}), "encoding_format"),
         (json!({"input": "hi", "dimensions": 64}), "dimensions"),

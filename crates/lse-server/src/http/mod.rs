@@ -62,6 +62,7 @@ fn router(app: AppState) -> Router {
         .route("/infill", post(routes::infill::infill))
         .route("/v1/embeddings", post(routes::embeddings::embeddings))
         .route("/embeddings", post(routes::embeddings::embeddings))
+        .route("/embedding", post(routes::embeddings::embedding))
         .route("/tokenize", post(routes::tokens::tokenize))
         .route("/detokenize", post(routes::tokens::detokenize))
         .route("/tokenizer_info", get(routes::info::tokenizer_info))

@@ -1,4 +1,5 @@
-//! `POST /v1/embeddings` (and `/embeddings`): one vector per `input` (a string, token ids, or a
+//! `POST /v1/embeddings` (and `/embeddings`; llama-server's `/embedding` answers its own form,
+//! `[{"index", "embedding": [vector]}]`): one vector per `input` (a string, token ids, or a
 //! list of either), the text's final-normed rows pooled as `--pooling` (or the model) says and
 //! normalised as llama-server's `embd_normalize` (Euclidean by default); `encoding_format` float
 //! or base64 (little-endian f32 bytes, what the openai package asks for). The inputs run in
@@ -18,10 +19,36 @@ use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
 pub async fn embeddings(State(app): State<AppState>, JsonObject(body): JsonObject) -> Response {
-    super::counted(&app, run(&app, &body)).await
+    super::counted(&app, openai(&app, &body)).await
 }
 
-async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult<Json<Value>> {
+pub async fn embedding(State(app): State<AppState>, JsonObject(body): JsonObject) -> Response {
+    super::counted(&app, native(&app, &body)).await
+}
+
+async fn openai(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult<Json<Value>> {
+    let (report, base64) = run(app, body).await?;
+    let tokens = report.prompt_tokens;
+    let data: Vec<Value> = report
+        .embeddings
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let embedding = if base64 { json!(base64_f32(v)) } else { json!(v) };
+            json!({"object": "embedding", "index": i, "embedding": embedding})
+        })
+        .collect();
+    Ok(Json(json!({"object": "list", "data": data, "model": app.model_id(), "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})))
+}
+
+/// llama-server's own form: per input its index and its rows (one, pooled).
+async fn native(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult<Json<Value>> {
+    let (report, _) = run(app, body).await?;
+    Ok(Json(json!(report.embeddings.iter().enumerate().map(|(i, v)| json!({"index": i, "embedding": [v]})).collect::<Vec<_>>())))
+}
+
+/// The request's vectors, and whether it asked for base64.
+async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult<(lse_engine::EmbedReport, bool)> {
     let ready = app.ready()?;
     let f = Fields(body);
     let pooling = ready.pooling.ok_or_else(|| {
@@ -50,17 +77,7 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
     let (tx, rx) = oneshot::channel();
     ready.scheduler.submit(Job::Embed { req, tx })?;
     let report = rx.await.map_err(|_| ApiError::internal("the scheduler dropped the request"))??;
-    let tokens = report.prompt_tokens;
-    let data: Vec<Value> = report
-        .embeddings
-        .iter()
-        .enumerate()
-        .map(|(i, v)| {
-            let embedding = if base64 { json!(base64_f32(v)) } else { json!(v) };
-            json!({"object": "embedding", "index": i, "embedding": embedding})
-        })
-        .collect();
-    Ok(Json(json!({"object": "list", "data": data, "model": app.model_id(), "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})))
+    Ok((report, base64))
 }
 
 /// The little-endian bytes of `v` in standard base64 (with padding).
