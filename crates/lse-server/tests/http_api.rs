@@ -166,6 +166,26 @@ fn info_routes_and_tokenizer_round_trip() {
     assert_eq!(t["prompt"], "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n");
     let chat = s.post("/v1/chat/completions", &json!({"messages": messages, "max_tokens": 1})).json();
     assert_eq!(chat["usage"]["prompt_tokens"].as_u64(), Some(s.n_tokens(t["prompt"].as_str().unwrap()) as u64), "the chat prompt is the template's");
+    // a last assistant turn is continued, as llama-server does: the turns before it with the
+    // assistant's turn opened, its text after (llama-server's prompt for such a list ends
+    // "assistant\nYo"); the answer's content holds it, the stream only the new text
+    let head = "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n";
+    let mut cont = messages.as_array().unwrap().clone();
+    cont.push(json!({"role": "assistant", "content": "The answer is"}));
+    let t = s.post("/apply-template", &json!({"messages": cont})).json();
+    assert_eq!(t["prompt"], format!("{head}The answer is"));
+    let closed = s.post("/apply-template", &json!({"messages": cont, "continue_final_message": false})).json();
+    assert_eq!(closed["prompt"], format!("{head}The answer is<|im_end|>\n<|im_start|>assistant\n"));
+    let body = json!({"messages": cont, "max_tokens": 4, "temperature": 0});
+    let chat = s.post("/v1/chat/completions", &body).json();
+    assert_eq!(chat["usage"]["prompt_tokens"].as_u64(), Some(s.n_tokens(&format!("{head}The answer is")) as u64), "{chat}");
+    let content = chat["choices"][0]["message"]["content"].as_str().unwrap().to_string();
+    let mut streamed = body.clone();
+    streamed["stream"] = json!(true);
+    let new: String = s.stream("/v1/chat/completions", &streamed).iter().filter_map(|c| c["choices"][0]["delta"]["content"].as_str().map(str::to_string)).collect();
+    assert_eq!(content, format!("The answer is{new}"), "{chat}");
+    cont.push(json!({"role": "assistant", "content": "Four."}));
+    s.post("/v1/chat/completions", &json!({"messages": cont})).assert_error(400, "two assistant messages");
     assert!(info["chat_template"].as_str().unwrap().contains("im_start"));
     let t = s.post("/tokenize", &json!({"prompt": "Hello world", "add_special_tokens": false})).json();
     let ids = t["tokens"].as_array().unwrap().clone();

@@ -82,24 +82,46 @@ fn token_text(engine: &Engine, id: Option<u32>) -> String {
     id.map(|t| piece(engine, t)).unwrap_or_default()
 }
 
+/// A chat prompt: the text, and the assistant's words it ends with (a continued last turn's).
+pub struct ChatPrompt {
+    pub text: String,
+    pub prefill: String,
+}
+
 /// The chat prompt as the template renders it (`tools` shown to templates that show them), with
-/// the generation prompt (the assistant's turn opened).
-pub fn prompt_text(ready: &Ready, messages: &Value, tools: Option<&Value>) -> ApiResult<String> {
+/// the generation prompt (the assistant's turn opened). A last assistant turn with text and no
+/// calls is continued, as llama-server does (`continue_final_message: false` turns it off): the
+/// turns before it rendered so, its text after the opened turn.
+pub fn prompt_text(ready: &Ready, f: &Fields, messages: &Value, tools: Option<&Value>) -> ApiResult<ChatPrompt> {
     let e = &ready.engine;
     let tk = e.tokenizer();
-    template::render(&ready.chat_template, &normalise(messages)?, tools, &token_text(e, tk.bos_id()), &token_text(e, tk.eos_id()), true)
+    let mut messages = normalise(messages)?;
+    let list = messages.as_array_mut().expect("normalise gives a list");
+    let role = |m: Option<&Value>| m.and_then(|m| m["role"].as_str()).map(str::to_string);
+    let calls = |m: &Value| m.get("tool_calls").is_some_and(|c| c.as_array().is_some_and(|c| !c.is_empty()));
+    let mut prefill = String::new();
+    if f.bool("continue_final_message")?.unwrap_or(true) && role(list.last()).as_deref() == Some("assistant") && !calls(&list[list.len() - 1]) {
+        let last = list.pop().expect("a last message");
+        if role(list.last()).as_deref() == Some("assistant") {
+            return Err(ApiError::bad_request("two assistant messages end \"messages\": only the last one can be continued"));
+        }
+        prefill = last["content"].as_str().unwrap_or_default().to_string();
+    }
+    let mut text = template::render(&ready.chat_template, &messages, tools, &token_text(e, tk.bos_id()), &token_text(e, tk.eos_id()), true)?;
+    text.push_str(&prefill);
+    Ok(ChatPrompt { text, prefill })
 }
 
 /// Renders and tokenizes the chat prompt.
-pub fn prompt_ids(ready: &Ready, messages: &Value, tools: Option<&Value>) -> ApiResult<Vec<u32>> {
+pub fn prompt_ids(ready: &Ready, f: &Fields, messages: &Value, tools: Option<&Value>) -> ApiResult<(Vec<u32>, String)> {
     let tk = ready.engine.tokenizer();
     let bos = token_text(&ready.engine, tk.bos_id());
-    let mut text = prompt_text(ready, messages, tools)?;
+    let ChatPrompt { mut text, prefill } = prompt_text(ready, f, messages, tools)?;
     // the template writes BOS itself when it wants one; tokenizing would add a second
     if tk.add_bos() && !bos.is_empty() && text.starts_with(&bos) {
         text.drain(..bos.len());
     }
-    Ok(tk.tokenize(&text, true, true))
+    Ok((tk.tokenize(&text, true, true), prefill))
 }
 
 fn logprobs_content(engine: &Engine, steps: &[StepToken]) -> Value {
@@ -166,7 +188,7 @@ pub async fn apply_template(State(app): State<AppState>, JsonObject(body): JsonO
     let f = Fields(&body);
     let messages = f.get("messages").ok_or_else(|| ApiError::bad_request("\"messages\" is required"))?;
     let tools = tools::of(&f)?;
-    Ok(Json(json!({"prompt": prompt_text(ready, messages, tools.for_template())?})))
+    Ok(Json(json!({"prompt": prompt_text(ready, &f, messages, tools.for_template())?.text})))
 }
 
 async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult<Response> {
@@ -189,7 +211,7 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
     }
     let (stream, include_usage) = stream_flags(&f)?;
     let messages = f.get("messages").ok_or_else(|| ApiError::bad_request("\"messages\" is required"))?;
-    let ids = prompt_ids(ready, messages, tools.for_template())?;
+    let (ids, prefill) = prompt_ids(ready, &f, messages, tools.for_template())?;
     let max_tokens = max_tokens_or_room(&f, &MAX_KEYS, base.max_tokens, ids.len(), ready.engine.kv_capacity())?;
     let req = validated(GenerateRequest { prompt: Prompt::Tokens(ids), max_tokens, top_logprobs: if want_logprobs { top } else { 0 }, ..base })?;
     let model = app.model_id();
@@ -211,7 +233,9 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
             .enumerate()
             .map(|(j, o)| {
                 let lp = want_logprobs.then(|| json!({"content": logprobs_content(&ready.engine, &o.steps)}));
-                let (mut message, finish) = calls.answer(j, &o.text, o.end.finish);
+                // a continued turn's whole text, as llama-server answers (its stream sends the new text only)
+                let text = if calls.forced.is_none() { format!("{prefill}{}", o.text) } else { o.text.clone() };
+                let (mut message, finish) = calls.answer(j, &text, o.end.finish);
                 message["role"] = json!("assistant");
                 json!({"index": j, "message": message, "logprobs": lp, "finish_reason": finish})
             })
