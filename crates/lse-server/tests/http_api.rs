@@ -553,8 +553,11 @@ fn native_fields_stop_word_and_timings() {
     let (a, b) = (text[7..10].to_string(), text[3..5].to_string());
     let (ia, ib) = (text.find(&a).unwrap(), text.find(&b).unwrap());
     let (cut, word) = if ia <= ib { (ia, &a) } else { (ib, &b) };
-    let r = s.post("/completion", &json!({"prompt": prompt, "n_predict": 24, "temperature": -1, "stop": [a, b], "grammar": ""})).json();
+    let r = s.post("/completion", &json!({"prompt": prompt, "n_predict": 24, "temperature": -1, "stop": [a, b], "grammar": "", "seed": 7})).json();
     assert_eq!((&r["content"], &r["stop_type"], &r["stopping_word"]), (&json!(text[..cut]), &json!("word"), &json!(word)), "{r}");
+    // what it ran with: greedy, the stops, the seed
+    let g = &r["generation_settings"];
+    assert_eq!((&g["n_predict"], &g["temperature"], &g["stop"], &g["seed"]), (&json!(24), &json!(0.0), &json!([a, b]), &json!(7)), "{g}");
     let last = s.stream_native("/completion", &json!({"prompt": prompt, "n_predict": 24, "temperature": 0, "stream": true, "stop": [word]}));
     let last = last.last().unwrap();
     assert_eq!((&last["stopping_word"], &last["has_new_line"]), (&json!(word), &json!(text[..cut].contains('\n'))), "{last}");

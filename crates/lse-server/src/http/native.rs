@@ -18,12 +18,34 @@ use lse_engine::{Engine, FinishReason, GenerateRequest, Prompt};
 use serde_json::{json, Value};
 use std::sync::Arc;
 
+/// llama-server's sampling settings object (`/props`' defaults, a `/completion` answer's
+/// `generation_settings`); `seed` -1 when none was given, as it shows it.
+pub fn settings(n_predict: i64, s: &lse_engine::SamplingParams, stop: &[String], ignore_eos: bool, n_probs: usize) -> Value {
+    json!({
+        "n_predict": n_predict,
+        "seed": s.seed.map_or(json!(-1), |v| json!(v)),
+        "temperature": s.temperature,
+        "top_k": s.top_k,
+        "top_p": s.top_p,
+        "min_p": s.min_p,
+        "repeat_penalty": s.repeat_penalty,
+        "repeat_last_n": s.repeat_last_n,
+        "presence_penalty": s.presence_penalty,
+        "frequency_penalty": s.frequency_penalty,
+        "stop": stop,
+        "ignore_eos": ignore_eos,
+        "n_probs": n_probs,
+    })
+}
+
 /// What the answer reports besides the text.
 struct Shape {
     model: String,
     prompt: Vec<u32>,
     return_tokens: bool,
     n_probs: usize,
+    /// `generation_settings`: what the request ran with.
+    settings: Value,
 }
 
 impl Shape {
@@ -73,6 +95,7 @@ impl Shape {
             "truncated": false,
             "stop_type": stop_type,
             "stopping_word": e.stop_word.as_deref().unwrap_or(""),
+            "generation_settings": self.settings,
             "timings": e.timings(),
         });
         if self.n_probs > 0 {
@@ -92,7 +115,8 @@ pub async fn respond(app: &AppState, ready: &Ready, f: &Fields<'_>, ids: Vec<u32
     let max_tokens = max_tokens_or_room(f, &MAX_KEYS, base.max_tokens, ids.len(), ready.engine.kv_capacity())?;
     let n_probs = f.u64("n_probs")?.unwrap_or(0) as usize;
     let req = validated(GenerateRequest { prompt: Prompt::Tokens(ids.clone()), max_tokens, top_logprobs: n_probs, ..base })?;
-    let shape = Shape { model: app.model_id(), prompt: ids, return_tokens: f.bool("return_tokens")?.unwrap_or(false), n_probs };
+    let settings = settings(req.max_tokens, &req.sampling, &req.stop, req.ignore_eos, n_probs);
+    let shape = Shape { model: app.model_id(), prompt: ids, return_tokens: f.bool("return_tokens")?.unwrap_or(false), n_probs, settings };
     let (stream, _) = stream_flags(f)?;
     answer(&ready.scheduler, &ready.engine, shape, req, stream, cache_prompt(f)?).await
 }

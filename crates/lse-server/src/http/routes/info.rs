@@ -65,18 +65,7 @@ pub async fn props(State(app): State<AppState>) -> ApiResult<Json<Value>> {
     Ok(Json(json!({
         "default_generation_settings": {
             "n_ctx": e.kv_capacity(),
-            "params": {
-                "n_predict": -1,
-                "temperature": s.temperature,
-                "top_k": s.top_k,
-                "top_p": s.top_p,
-                "min_p": s.min_p,
-                "repeat_penalty": s.repeat_penalty,
-                "repeat_last_n": s.repeat_last_n,
-                "presence_penalty": s.presence_penalty,
-                "frequency_penalty": s.frequency_penalty,
-                "seed": -1,
-            },
+            "params": crate::http::native::settings(-1, &s, &[], false, 0),
         },
         "total_slots": r.parallel,
         "model_alias": r.model_id,
