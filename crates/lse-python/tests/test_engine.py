@@ -270,6 +270,13 @@ def test_ctrl_c_stops_a_scoring_run(engine):
 
 
 def test_bad_text_is_named(engine, tmp_path):
+    # the parameter's own name (was "tokens must be ..."); a list is no flag (bool([1]) was taken)
+    with pytest.raises(ValueError, match=r"^prompt is required \(a str or token ids\)$"):
+        engine.generate(None)
+    with pytest.raises(ValueError, match=r"^prompt must be a 1-D sequence of integer token ids"):
+        engine.generate([[1, 2]])
+    with pytest.raises(ValueError, match=r"^flash_prefill must be True or False, got \[1\]$"):
+        lse.Engine(model=MODEL, flash_prefill=[1])
     # were a raw UnicodeEncodeError and a UnicodeDecodeError without the line
     with pytest.raises(ValueError, match=r"^text is not valid Unicode text: a lone surrogate at index 1$"):
         engine.tokenize("a\udcffb")

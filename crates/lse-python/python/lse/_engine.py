@@ -88,17 +88,20 @@ def _flag(name, value):
     return bool(value)
 
 
-def _tokens(value):
+def _tokens(value, name="tokens"):
+    """Token ids as a list of ints; errors name the caller's parameter ``name``."""
+    if value is None:
+        raise ValueError(f"{name} is required (token ids)")
     try:
         arr = np.asarray(value)
     except Exception as e:
-        raise ValueError(f"tokens: cannot be read as an array: {e}") from None
+        raise ValueError(f"{name}: cannot be read as an array: {e}") from None
     if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
-        raise ValueError(f"tokens must be a 1-D sequence of integer token ids, got dtype {arr.dtype}, shape {arr.shape}")
+        raise ValueError(f"{name} must be a 1-D sequence of integer token ids, got dtype {arr.dtype}, shape {arr.shape}")
     ids = [int(x) for x in arr.tolist()]
     bad = [x for x in ids if x < 0 or x > 0xFFFFFFFF]
     if bad:
-        raise ValueError(f"tokens: id {bad[0]} is outside the vocabulary")
+        raise ValueError(f"{name}: id {bad[0]} is outside the vocabulary")
     return ids
 
 
@@ -216,7 +219,7 @@ class Engine:
         options = {"model": model, "threads": threads, "batch_size": batch_size, "ubatch_size": ubatch_size,
                    "kv_cache_dtype": kv_cache_dtype, "kv_len": kv_len, "dialect": dialect}
         if flash_prefill is not None:
-            options["flash_prefill_v2"] = flash_prefill if isinstance(flash_prefill, str) else bool(flash_prefill)
+            options["flash_prefill_v2"] = flash_prefill if isinstance(flash_prefill, str) else _flag("flash_prefill", flash_prefill)
         if cpu_fallback is not None:
             options["no_cpu_fallback"] = not _flag("cpu_fallback", cpu_fallback)
         if huge_pages is not None:
@@ -348,8 +351,10 @@ class Engine:
             req = {"prompt": {"prefix": prompt, "suffix": suffix}}
         elif isinstance(prompt, str):
             req = {"prompt": prompt}
+        elif prompt is None:
+            raise ValueError("prompt is required (a str or token ids)")
         else:
-            req = {"prompt": _tokens(prompt)}
+            req = {"prompt": _tokens(prompt, "prompt")}
         if isinstance(stop, (str, bytes)):
             stop = [stop]
         if stop is not None and not all(isinstance(s, str) for s in stop):
@@ -361,7 +366,7 @@ class Engine:
                        top_logprobs=top_logprobs, add_special=add_special,
                        logit_bias=None if logit_bias is None else _logit_bias(logit_bias),
                        json_object=json_object, json_schema=json_schema,
-                       stop_token_ids=None if stop_token_ids is None else _tokens(stop_token_ids), min_tokens=min_tokens)
+                       stop_token_ids=None if stop_token_ids is None else _tokens(stop_token_ids, "stop_token_ids"), min_tokens=min_tokens)
         scalars = ("stop", "logit_bias", "json_schema", "stop_token_ids")
         req.update({k: v if k in scalars else _option(k, v) for k, v in options.items() if v is not None})
         return json.loads(self._native.generate_json(_request(req, {"prompt.prefix": "prompt", "prompt.suffix": "suffix"})))
