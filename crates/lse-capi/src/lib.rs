@@ -77,8 +77,8 @@ pub unsafe extern "C" fn lse_engine_open(options_json: *const c_char, out: *mut 
     })
 }
 
+/// Loads the model of options `OpenOptions::parse` has checked.
 fn open(options: OpenOptions) -> Result<LseEngine, Failure> {
-    options.engine.validate().map_err(|e| Failure::argument(e.to_string()))?;
     let engine = lse_engine::Engine::load(&options.model, options.engine.clone()).map_err(|e| Failure::run(e.to_string()))?;
     Ok(LseEngine { engine: Mutex::new(engine), options })
 }

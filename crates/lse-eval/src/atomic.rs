@@ -10,8 +10,9 @@ use std::path::{Path, PathBuf};
 
 pub struct AtomicFile {
     target: PathBuf,
-    /// The temporary file renamed over the target; `None` where the target is written in place
-    /// (a device, FIFO or other non-file the user named, e.g. `/dev/stdout`).
+    /// The temporary file's name without its number, then (from the commit on) the file renamed
+    /// over the target; `None` where the target is written in place (a device, FIFO or other
+    /// non-file the user named, e.g. `/dev/stdout`).
     tmp: Option<PathBuf>,
     /// The device written in place.
     file: Option<File>,
@@ -22,7 +23,8 @@ pub struct AtomicFile {
 }
 
 impl AtomicFile {
-    /// Creates the temporary file now. `what` names the file in errors (e.g. "output file").
+    /// Checks now that a temporary file can be made beside the target (and removes it: nothing
+    /// is on disk until the commit). `what` names the file in errors (e.g. "output file").
     pub fn create(target: &Path, what: &str) -> Result<AtomicFile> {
         let err = |reason: String| EvalError::Output(format!("cannot write {what} {}: {reason}", target.display()));
         if target.as_os_str().is_empty() {
@@ -48,12 +50,10 @@ impl AtomicFile {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
         };
-        static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let tmp = dir.join(format!(".{}.tmp-{}-{seq}", name.to_string_lossy(), std::process::id()));
-        create_new(&tmp).map_err(|e| err(io_reason(&e)))?;
-        let _ = std::fs::remove_file(&tmp);
-        Ok(AtomicFile { target: target.to_path_buf(), tmp: Some(tmp), file: None, keep, written: false })
+        let stem = dir.join(format!(".{}.tmp-{}", name.to_string_lossy(), std::process::id()));
+        let (probe, _) = create_unique(&stem).map_err(|e| err(io_reason(&e)))?;
+        let _ = std::fs::remove_file(&probe);
+        Ok(AtomicFile { target: target.to_path_buf(), tmp: Some(stem), file: None, keep, written: false })
     }
 
     pub fn path(&self) -> &Path {
@@ -71,8 +71,9 @@ impl AtomicFile {
         assert!(!self.written, "committed once");
         let file = match (self.file.take(), &self.tmp) {
             (Some(device), _) => device,
-            (None, Some(tmp)) => {
-                let file = create_new(tmp).map_err(err)?;
+            (None, Some(stem)) => {
+                let (tmp, file) = create_unique(stem).map_err(err)?;
+                self.tmp = Some(tmp);
                 self.written = true;
                 if let Some(p) = &self.keep {
                     file.set_permissions(p.clone()).map_err(err)?;
@@ -102,8 +103,20 @@ pub fn same_file(a: &Path, b: &Path) -> bool {
     }
 }
 
-fn create_new(path: &Path) -> std::io::Result<File> {
-    std::fs::OpenOptions::new().write(true).create_new(true).open(path)
+/// A new file `STEM-N` for the first N not taken (a run killed while committing, or another
+/// process of the same id in another container, may have left one).
+fn create_unique(stem: &Path) -> std::io::Result<(PathBuf, File)> {
+    static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    loop {
+        let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut name = stem.as_os_str().to_owned();
+        name.push(format!("-{seq}"));
+        let path = PathBuf::from(name);
+        match std::fs::OpenOptions::new().write(true).create_new(true).open(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && seq < 1 << 20 => continue,
+            r => return r.map(|f| (path, f)),
+        }
+    }
 }
 
 impl Drop for AtomicFile {
@@ -136,6 +149,22 @@ mod tests {
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
         let e = AtomicFile::create(&dir.join("no/such/dir/x"), "output file").err().unwrap().to_string();
         assert!(e.contains("cannot write output file"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Temporary files left by another run with this process id (a container's PID 1, killed
+    /// while committing) are stepped over, not an error.
+    #[test]
+    fn leftovers_are_stepped_over() {
+        let dir = std::env::temp_dir().join(format!("lse-eval-atomic-left-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for n in 0..64 {
+            std::fs::write(dir.join(format!(".out.json.tmp-{}-{n}", std::process::id())), b"stale").unwrap();
+        }
+        let t = dir.join("out.json");
+        AtomicFile::create(&t, "output file").unwrap().commit(b"new").unwrap();
+        assert_eq!(std::fs::read(&t).unwrap(), b"new");
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 65, "the leftovers untouched, nothing added");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

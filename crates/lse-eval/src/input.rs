@@ -17,38 +17,53 @@ fn read_bytes(path: &Path) -> Result<Vec<u8>> {
     read_input(path).map_err(|reason| EvalError::Input(format!("cannot read {}: {reason}", path.display())))
 }
 
-/// Most bytes read from a pipe (a regular file is read whole, whatever its size).
-pub const MAX_STREAM_BYTES: u64 = 2 << 30;
+/// Most bytes read from a stream (a regular file is read whole, whatever its size).
+pub const MAX_STREAM_BYTES: usize = 1 << 30;
 
 /// An input file's bytes, or why not (the OS's reason without its code). A regular file is read
-/// whole; a pipe (`<(zcat f.gz)`, `/dev/stdin`) up to [`MAX_STREAM_BYTES`]; a device such as
-/// `/dev/zero` is refused (it never ends: reading it filled the memory).
+/// whole; a stream (a pipe, `<(zcat f.gz)`, `/dev/stdin`, `/dev/null`) up to [`MAX_STREAM_BYTES`]:
+/// one that never ends (`/dev/zero` read until the memory ran out) is refused there.
 pub fn read_input(path: &Path) -> std::result::Result<Vec<u8>, String> {
+    read_input_within(path, MAX_STREAM_BYTES)
+}
+
+fn read_input_within(path: &Path, cap: usize) -> std::result::Result<Vec<u8>, String> {
     use std::io::Read;
-    let file = std::fs::File::open(path).map_err(|e| io_reason(&e))?;
+    let mut file = std::fs::File::open(path).map_err(|e| io_reason(&e))?;
     let meta = file.metadata().map_err(|e| io_reason(&e))?;
     if meta.is_dir() {
         return Err("it is a directory".into());
     }
     if meta.is_file() {
         let mut bytes = Vec::with_capacity(meta.len() as usize);
-        (&file).read_to_end(&mut bytes).map_err(|e| io_reason(&e))?;
+        file.read_to_end(&mut bytes).map_err(|e| io_reason(&e))?;
         return Ok(bytes);
     }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileTypeExt;
-        let t = meta.file_type();
-        if t.is_char_device() || t.is_block_device() {
-            return Err("it is a device, not a file or a pipe".into());
-        }
-    }
+    // in chunks, so the buffer never grows past the cap by more than one
     let mut bytes = Vec::new();
-    file.take(MAX_STREAM_BYTES + 1).read_to_end(&mut bytes).map_err(|e| io_reason(&e))?;
-    if bytes.len() as u64 > MAX_STREAM_BYTES {
-        return Err(format!("the stream goes on past {} GiB", MAX_STREAM_BYTES >> 30));
+    let mut chunk = vec![0u8; 1 << 16];
+    loop {
+        let n = match file.read(&mut chunk) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(io_reason(&e)),
+        };
+        if n == 0 {
+            return Ok(bytes);
+        }
+        if bytes.len() + n > cap {
+            return Err(format!("the stream goes on past {} (a device that never ends?)", size_words(cap)));
+        }
+        bytes.extend_from_slice(&chunk[..n]);
     }
-    Ok(bytes)
+}
+
+fn size_words(bytes: usize) -> String {
+    match bytes {
+        b if b >= 1 << 30 => format!("{} GiB", b >> 30),
+        b if b >= 1 << 20 => format!("{} MiB", b >> 20),
+        b => format!("{b} bytes"),
+    }
 }
 
 /// Checks that `bytes` are UTF-8; the error names the offset of the first invalid byte.
@@ -172,12 +187,13 @@ mod tests {
         assert_eq!(token_ids_sha256(&[]), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
     }
 
-    /// A device never ends (reading `/dev/zero` filled the memory): refused; a pipe is read to its
-    /// end; a folder is named as one.
+    /// A stream that never ends (reading `/dev/zero` filled the memory) is refused at the cap; a
+    /// pipe and `/dev/null` are read to their end; a folder is named as one.
     #[cfg(target_os = "linux")]
     #[test]
-    fn devices_are_refused_and_pipes_read() {
-        assert_eq!(read_input(Path::new("/dev/zero")).unwrap_err(), "it is a device, not a file or a pipe");
+    fn endless_streams_stop_at_the_cap_and_pipes_read() {
+        assert_eq!(read_input_within(Path::new("/dev/zero"), 1 << 20).unwrap_err(), "the stream goes on past 1 MiB (a device that never ends?)");
+        assert_eq!(read_input(Path::new("/dev/null")).unwrap(), b"");
         assert_eq!(read_input(Path::new("/")).unwrap_err(), "it is a directory");
         let dir = std::env::temp_dir().join(format!("lse-eval-input-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

@@ -60,6 +60,8 @@ pub struct LseBase {
     pub header: LseBaseHeader,
     reader: BufReader<File>,
     buf: Vec<u8>,
+    /// A record's ids sorted (the duplicate check's scratch).
+    sorted: Vec<u32>,
     /// Records read or skipped so far (the next one's index).
     at: u64,
 }
@@ -234,7 +236,7 @@ impl LseBase {
             ));
         }
         reader.seek(SeekFrom::Start(records_start)).map_err(|e| corrupt(path, io_reason(&e)))?;
-        Ok(LseBase { path: path.to_path_buf(), header, reader, buf: vec![0; rec as usize], at: 0 })
+        Ok(LseBase { path: path.to_path_buf(), header, reader, buf: vec![0; rec as usize], sorted: Vec::new(), at: 0 })
     }
 
     /// Checks the whole run identity (after tokenization and planning).
@@ -299,12 +301,11 @@ impl LseBase {
             return Err(bad(format!("has a log-probability of {lp} (log p is at most 0)")));
         }
         // a token listed twice among its top-K would count its probability twice
-        let mut ids = [0u32; MAX_TOP_K];
-        let ids = &mut ids[..rec.ids.len()];
-        ids.copy_from_slice(&rec.ids);
-        ids.sort_unstable();
-        if let Some(w) = ids.windows(2).find(|w| w[0] == w[1]) {
-            return Err(bad(format!("lists token id {} twice among its top {}", w[0], ids.len())));
+        self.sorted.clear();
+        self.sorted.extend_from_slice(&rec.ids);
+        self.sorted.sort_unstable();
+        if let Some(w) = self.sorted.windows(2).find(|w| w[0] == w[1]) {
+            return Err(bad(format!("lists token id {} twice among its top {}", w[0], rec.ids.len())));
         }
         Ok(())
     }

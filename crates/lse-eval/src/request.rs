@@ -273,7 +273,7 @@ impl PerplexityRequest {
         // a shard file's model fingerprint: a wrong one would let shards of other models merge
         if let Some(h) = &self.model_sha256 {
             if h.len() != 64 || !h.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)) {
-                return bad(format!("model_sha256 must be 64 lowercase hex digits (the SHA-256 of the model's files), got {h:?}"));
+                return bad(format!("model_sha256 must be 64 hex digits (the SHA-256 of the model's files), got {h:?}"));
             }
         }
         if pairs {
@@ -374,7 +374,8 @@ impl PerplexityRequest {
                 "shard_out" => r.shard_out = path(k, x)?,
                 "model_sha256" => {
                     if !x.is_null() {
-                        r.model_sha256 = Some(x.as_str().ok_or_else(|| bad("request field model_sha256 must be a string".into()))?.to_string());
+                        // hex as tools print it (PowerShell's Get-FileHash: upper case), kept in lower
+                        r.model_sha256 = Some(x.as_str().ok_or_else(|| bad("request field model_sha256 must be a string".into()))?.to_ascii_lowercase());
                     }
                 }
                 other => {

@@ -702,11 +702,14 @@ fn request_from_json() {
         // 2 × ctx wrapped in the too-short message
         (r#"{"text":"a","ctx":18446744073709551615}"#, "beyond any context"),
         (r#"{"text":"a","shard":{"index":0,"count":2,"extra":1},"shard_out":"s"}"#, "unknown field shard.extra"),
-        (r#"{"text":"a","shard":{"index":0,"count":2},"shard_out":"s","model_sha256":"xyz"}"#, "model_sha256 must be 64 lowercase hex digits"),
+        (r#"{"text":"a","shard":{"index":0,"count":2},"shard_out":"s","model_sha256":"xyz"}"#, "model_sha256 must be 64 hex digits"),
     ] {
         let e = PerplexityRequest::from_json(&serde_json::from_str(bad).unwrap()).unwrap_err().to_string();
         assert!(e.contains(phrase), "{bad}: {e}");
     }
+    // upper-case hex (PowerShell's Get-FileHash) is the same fingerprint
+    let v = serde_json::json!({"text": "a", "shard": {"index": 0, "count": 2}, "shard_out": "s", "model_sha256": "AB".repeat(32)});
+    assert_eq!(PerplexityRequest::from_json(&v).unwrap().model_sha256, Some("ab".repeat(32)));
 }
 
 #[test]

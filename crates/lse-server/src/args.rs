@@ -411,8 +411,7 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
             // checked here, and `chatml` resolved to its source, like every other option
             "--chat-template" => a.serve.chat_template = Some(crate::http::template::from_option(v)?.to_string()),
             "--chat-template-file" => {
-                let bytes = lse_eval::input::read_input(std::path::Path::new(v)).map_err(|reason| format!("cannot read --chat-template-file {v}: {reason}"))?;
-                let text = String::from_utf8(bytes).map_err(|e| format!("--chat-template-file {v} is not valid UTF-8: invalid byte at offset {}", e.utf8_error().valid_up_to()))?;
+                let text = lse_eval::read_text_file_verbatim(std::path::Path::new(v)).map_err(|e| format!("--chat-template-file: {e}"))?;
                 if text.trim().is_empty() {
                     return Err(format!("chat template file {v} is empty (--chat-template-file takes the template's Jinja source)"));
                 }
@@ -614,9 +613,9 @@ mod tests {
             ("--model m --generate hi --top-p 1.5", "top-p"),
             ("--model m --generate hi --top-k -2", "top-k"),
             ("--model m --generate hi --chat-template chatml", "serving only"),
-            ("--model m --chat-template-file /nonexistent/t.jinja", "cannot read --chat-template-file"),
+            ("--model m --chat-template-file /nonexistent/t.jinja", "--chat-template-file: cannot read /nonexistent/t.jinja"),
             ("--model m --chat-template chatml --chat-template-file /dev/null", "one of --chat-template"),
-            ("--model m --chat-template-file /dev/zero", "cannot read --chat-template-file /dev/zero: it is a device, not a file or a pipe"),
+            ("--model m --chat-template-file /dev/null", "chat template file /dev/null is empty"),
             ("--model m --generate hi --logit-bias 5", "--logit-bias"),
             ("--model m --generate hi --logit-bias x+1", "--logit-bias"),
             ("--model m --generate hi --logit-bias 5+x", "--logit-bias"),

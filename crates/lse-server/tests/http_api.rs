@@ -184,6 +184,11 @@ fn info_routes_and_tokenizer_round_trip() {
     streamed["stream"] = json!(true);
     let new: String = s.stream("/v1/chat/completions", &streamed).iter().filter_map(|c| c["choices"][0]["delta"]["content"].as_str().map(str::to_string)).collect();
     assert_eq!(content, format!("The answer is{new}"), "{chat}");
+    // a JSON answer stays one value: the continued text is not put before it
+    let json_mode = json!({"messages": cont, "max_tokens": 24, "temperature": 0, "response_format": {"type": "json_object"}});
+    let r = s.post("/v1/chat/completions", &json_mode).json();
+    let content = r["choices"][0]["message"]["content"].as_str().unwrap();
+    assert!(serde_json::from_str::<Value>(content).is_ok_and(|v| v.is_object()), "{r}");
     cont.push(json!({"role": "assistant", "content": "Four."}));
     s.post("/v1/chat/completions", &json!({"messages": cont})).assert_error(400, "two assistant messages");
     assert!(info["chat_template"].as_str().unwrap().contains("im_start"));

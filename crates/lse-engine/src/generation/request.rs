@@ -184,14 +184,14 @@ pub(crate) fn bad_field<T: serde::de::DeserializeOwned>(s: &str, base: serde_jso
 }
 
 /// serde's Rust type names in a message as the JSON caller's words ("expected u64" → "expected a
-/// non-negative integer").
+/// non-negative integer"; the narrow types with their range, which an integer may be outside).
 fn plain_types(msg: &str) -> String {
     const NAMES: [(&str, &str); 8] = [
         ("expected u64", "expected a non-negative integer"),
-        ("expected u32", "expected a non-negative integer"),
+        ("expected u32", "expected an integer from 0 to 4294967295"),
         ("expected usize", "expected a non-negative integer"),
         ("expected i64", "expected an integer"),
-        ("expected i32", "expected an integer"),
+        ("expected i32", "expected an integer from -2147483648 to 2147483647"),
         ("expected isize", "expected an integer"),
         ("expected f32", "expected a number"),
         ("expected f64", "expected a number"),
@@ -203,4 +203,20 @@ fn plain_types(msg: &str) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A field's own error in JSON's words; a narrow type's range where a value may overflow it.
+    #[test]
+    fn field_errors_name_json_types() {
+        let e = GenerateRequest::from_json(r#"{"prompt": "a", "seed": -1}"#).unwrap_err();
+        assert_eq!(e, "generation request field \"seed\": invalid value: integer `-1`, expected a non-negative integer");
+        let e = GenerateRequest::from_json(r#"{"prompt": "a", "stop_token_ids": [5000000000]}"#).unwrap_err();
+        assert_eq!(e, "generation request field \"stop_token_ids\": invalid value: integer `5000000000`, expected an integer from 0 to 4294967295");
+        let e = GenerateRequest::from_json(r#"{"prompt": "a", "temperature": "hot"}"#).unwrap_err();
+        assert_eq!(e, "generation request field \"temperature\": invalid type: string \"hot\", expected a number");
+    }
 }

@@ -19,8 +19,11 @@ impl ApiError {
         ApiError { status, message: message.into(), exceeds: None }
     }
 
-    /// A 400 for a prompt of `tokens` that the context of `n_ctx` cannot hold (with room to generate).
-    pub fn exceeds_context(tokens: usize, n_ctx: usize, message: impl Into<String>) -> ApiError {
+    /// A 400 for a prompt of `tokens` that the context of `n_ctx` cannot hold (`generating`: with
+    /// a token's room to generate after it).
+    pub fn exceeds_context(tokens: usize, n_ctx: usize, generating: bool) -> ApiError {
+        let room = if generating { ", leaving no room to generate" } else { "" };
+        let message = format!("the prompt has {tokens} tokens; the context holds {n_ctx} (--kv-len){room}");
         ApiError { exceeds: Some((tokens, n_ctx)), ..ApiError::bad_request(message) }
     }
 
@@ -70,8 +73,8 @@ impl IntoResponse for ApiError {
 pub fn from_engine(e: &lse_engine::EngineError) -> ApiError {
     use lse_engine::EngineError as E;
     match e {
-        E::PromptTooLong { tokens, capacity } | E::WindowTooLong { tokens, capacity } => ApiError::exceeds_context(*tokens, *capacity, e.to_string()),
-        E::InvalidRequest(_) | E::InvalidToken { .. } | E::InvalidOption(_) => ApiError::bad_request(e.to_string()),
+        E::PromptTooLong { tokens, capacity } => ApiError::exceeds_context(*tokens, *capacity, true),
+        E::InvalidRequest(_) | E::InvalidToken { .. } | E::WindowTooLong { .. } | E::InvalidOption(_) => ApiError::bad_request(e.to_string()),
         E::Cancelled => stopped(),
         _ => ApiError::internal(e.to_string()),
     }
@@ -82,9 +85,9 @@ pub fn stopped() -> ApiError {
     ApiError::unavailable("stopped: the client left or the server is shutting down")
 }
 
-/// A scoring failure: the request's fault (400) or the server's (500).
-/// A perplexity run's error; the request's options named by their fields (the server's own
-/// flags, such as `--kv-len`, stay flags: its operator gave them).
+/// A perplexity run's error, the request's fault (400) or the server's (500); the request's
+/// options named by their fields (the server's own flags, such as `--kv-len`, stay flags: its
+/// operator gave them).
 pub fn from_eval(e: &lse_eval::EvalError) -> ApiError {
     use lse_eval::EvalError as E;
     let message = lse_engine::respell(&e.to_string(), lse_eval::REQUEST_FIELDS);

@@ -19,11 +19,11 @@ use serde_json::{json, Value};
 use std::sync::Arc;
 
 /// llama-server's sampling settings object (`/props`' defaults, a `/completion` answer's
-/// `generation_settings`); `seed` -1 when none was given, as it shows it.
+/// `generation_settings`); without a seed, llama.cpp's "draw one" value (`LLAMA_DEFAULT_SEED`).
 pub fn settings(n_predict: i64, s: &lse_engine::SamplingParams, stop: &[String], ignore_eos: bool, n_probs: usize) -> Value {
     json!({
         "n_predict": n_predict,
-        "seed": s.seed.map_or(json!(-1), |v| json!(v)),
+        "seed": s.seed.unwrap_or(u32::MAX as u64),
         "temperature": s.temperature,
         "top_k": s.top_k,
         "top_p": s.top_p,

@@ -32,12 +32,14 @@ pub fn usage_of(outs: &[Outcome], n: usize) -> Value {
            "prompt_tokens_details": {"cached_tokens": cached}})
 }
 
-/// llama-server's `timings` beside OpenAI's answer, where it has one generation (its routes
-/// take one; several choices' times have no one sum, and an answer of the prompt alone none).
-pub fn timings_of(outs: &[Outcome]) -> Option<Value> {
-    match outs {
-        [o] if o.end.finish.is_some() => Some(o.end.timings()),
-        _ => None,
+/// llama-server's `timings` added to OpenAI's answer (or a stream's last chunk) where it has one
+/// generation (its routes take one; several choices' times have no one sum, and an answer of
+/// the prompt alone none).
+pub fn add_timings(v: &mut Value, outs: &[Outcome]) {
+    if let [o] = outs {
+        if o.end.finish.is_some() {
+            v["timings"] = o.end.timings();
+        }
     }
 }
 

@@ -144,8 +144,7 @@ pub fn max_tokens_or_room(f: &Fields, keys: &[&str], requested: i64, prompt_len:
 /// to be followed by generated tokens (`generating`), fills it.
 pub fn prompt_fits(prompt_len: usize, cap: usize, generating: bool) -> ApiResult<()> {
     if prompt_len > cap || (generating && prompt_len == cap) {
-        let room = if generating { ", leaving no room to generate" } else { "" };
-        return Err(ApiError::exceeds_context(prompt_len, cap, format!("the prompt has {prompt_len} tokens; the context holds {cap} (--kv-len){room}")));
+        return Err(ApiError::exceeds_context(prompt_len, cap, generating));
     }
     Ok(())
 }

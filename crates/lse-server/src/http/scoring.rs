@@ -55,11 +55,7 @@ pub fn prompt_logprobs(
         return Err(ApiError::bad_request(format!("token id {id} at index {i} is outside the vocabulary of {}", engine.n_vocab())));
     }
     if ids.len() > engine.kv_capacity() {
-        return Err(ApiError::exceeds_context(ids.len(), engine.kv_capacity(), format!(
-            "the prompt has {} tokens; the context holds {} (--kv-len)",
-            ids.len(),
-            engine.kv_capacity()
-        )));
+        return Err(ApiError::exceeds_context(ids.len(), engine.kv_capacity(), false));
     }
     if ids.len() < 2 {
         return Ok((Vec::new(), 0));

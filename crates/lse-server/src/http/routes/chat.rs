@@ -4,7 +4,7 @@
 use crate::http::body::{wrong, Fields, JsonObject};
 use crate::http::errors::{ApiError, ApiResult};
 use crate::http::generate::{self, finish_name, Outcome};
-use crate::http::openai::{now_secs, piece, response_id, timings_of, usage_of};
+use crate::http::openai::{now_secs, piece, response_id, add_timings, usage_of};
 use crate::http::options::{cache_prompt, choices, for_choice, generate_request, max_tokens_or_room, stream_flags, validated};
 use crate::http::scheduler::Event;
 use crate::http::sse;
@@ -214,6 +214,7 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
     let (ids, prefill) = prompt_ids(ready, &f, messages, tools.for_template())?;
     let max_tokens = max_tokens_or_room(&f, &MAX_KEYS, base.max_tokens, ids.len(), ready.engine.kv_capacity())?;
     let req = validated(GenerateRequest { prompt: Prompt::Tokens(ids), max_tokens, top_logprobs: if want_logprobs { top } else { 0 }, ..base })?;
+    let json_answer = req.json_object || req.json_schema.is_some();
     let model = app.model_id();
     let id = response_id("chatcmpl");
     let created = now_secs();
@@ -233,9 +234,12 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
             .enumerate()
             .map(|(j, o)| {
                 let lp = want_logprobs.then(|| json!({"content": logprobs_content(&ready.engine, &o.steps)}));
-                // a continued turn's whole text, as llama-server answers (its stream sends the new text only)
-                let text = if calls.forced.is_none() { format!("{prefill}{}", o.text) } else { o.text.clone() };
-                let (mut message, finish) = calls.answer(j, &text, o.end.finish);
+                let (mut message, finish) = calls.answer(j, &o.text, o.end.finish);
+                // a continued turn's whole text, as llama-server answers (its stream sends the new
+                // text only); not before a JSON value, which must stay one
+                if let (false, Some(text)) = (prefill.is_empty() || json_answer, message["content"].as_str()) {
+                    message["content"] = json!(format!("{prefill}{text}"));
+                }
                 message["role"] = json!("assistant");
                 json!({"index": j, "message": message, "logprobs": lp, "finish_reason": finish})
             })
@@ -248,9 +252,7 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
             "choices": choices,
             "usage": usage_of(&outs, n),
         });
-        if let Some(t) = timings_of(&outs) {
-            v["timings"] = t;
-        }
+        add_timings(&mut v, &outs);
         return Ok(Json(v).into_response());
     }
     let mut events = generate::Events::open(rx).await?;
@@ -325,10 +327,7 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
                     } else {
                         (vec![], chunk(index, json!({}), Value::Null, unread_finish(required, finish)))
                     };
-                    // llama-server's last chunk carries the times
-                    if let (1, Some(t)) = (n, timings_of(&outs)) {
-                        last["timings"] = t;
-                    }
+                    add_timings(&mut last, &outs);
                     vs.push(last);
                     vs
                 }

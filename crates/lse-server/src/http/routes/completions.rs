@@ -5,7 +5,7 @@
 use crate::http::body::{Fields, JsonObject};
 use crate::http::errors::{ApiError, ApiResult};
 use crate::http::generate::{self, finish_name, End, Outcome};
-use crate::http::openai::{now_secs, response_id, timings_of, usage_of, LogprobsObject, TextCursor};
+use crate::http::openai::{now_secs, response_id, add_timings, usage_of, LogprobsObject, TextCursor};
 use crate::http::options::{cache_prompt, choices, for_choice, generate_request, prompt_fits, stream_flags, validated, DEFAULT_MAX_TOKENS};
 use crate::http::prompts::{self, PromptIn};
 use crate::http::scheduler::Event;
@@ -132,9 +132,7 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
         "choices": choices,
         "usage": usage_of(&outs, n),
     });
-    if let Some(t) = timings_of(&outs) {
-        v["timings"] = t;
-    }
+    add_timings(&mut v, &outs);
     Ok(Json(v).into_response())
 }
 
@@ -201,10 +199,7 @@ async fn stream_response(ready: &Ready, plan: Plan, prompt_lps: Vec<Vec<PromptLo
                     let finish = finish_name(end.finish);
                     outs[index] = Outcome { end, ..Default::default() };
                     let mut c = chunk(&id, m, created, json!({"text": "", "index": index, "logprobs": null, "finish_reason": finish}));
-                    // llama-server's last chunk carries the times
-                    if let (1, Some(t)) = (total, timings_of(&outs)) {
-                        c["timings"] = t;
-                    }
+                    add_timings(&mut c, &outs);
                     c
                 }
                 Event::Error { error, .. } => {
