@@ -70,7 +70,7 @@ fn bad_inputs_get_json_errors_and_the_server_stays_up() {
     // the messages name what is wrong and where
     for (path, body, says) in [
         ("/v1/completions", json!({"prompt": "hi", "temperature": 1e300}), "\"temperature\" is out of range"),
-        ("/v1/completions", json!({"prompt": [1, "a"]}), "mixes token ids with other values"),
+        ("/v1/completions", json!({"prompt": [1, "a", {"x": 1}]}), "\"prompt\"[2] must be a text or a token id"),
         ("/v1/completions", json!({"prompt": ["hi", long], "max_tokens": 1}), "prompt 1: the prompt has"),
         ("/v1/chat/completions", json!({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": null, "tool_calls": 5}]}), "[1].tool_calls must be a list"),
         // llama-server's samplers LSE lacks: refused when on (they were ignored)
@@ -532,6 +532,15 @@ fn native_completion_answers_as_llama_server() {
     let r = s.post("/completion", &json!({"prompt": c["prompt_ids"], "n_predict": 3, "temperature": 0, "return_tokens": true})).json();
     assert_eq!(r["tokens_evaluated"].as_u64(), Some(c["prompt_ids"].as_array().unwrap().len() as u64), "{r}");
     s.post("/completion", &json!({"prompt": ["a", "b"]})).assert_error(400, "several prompts");
+    // texts among token ids: one prompt, as llama-server reads it (a first text with the
+    // vocabulary's special tokens, later ones without)
+    let tokenize = |text: &str, special: bool| s.post("/tokenize", &json!({"content": text, "add_special": special})).json()["tokens"].as_array().unwrap().clone();
+    let mut ids = tokenize("The capital", true);
+    ids.extend([json!(282), json!(4649)]);
+    ids.extend(tokenize(" is", false));
+    let mixed = s.post("/completion", &json!({"prompt": ["The capital", 282, 4649, " is"], "n_predict": 4, "temperature": 0})).json();
+    let plain = s.post("/completion", &json!({"prompt": ids, "n_predict": 4, "temperature": 0})).json();
+    assert_eq!((&mixed["tokens_evaluated"], &mixed["content"]), (&plain["tokens_evaluated"], &plain["content"]), "{mixed}");
 }
 
 /// llama-server's fields beside the text: `stopping_word` (the earliest stop string in the text,

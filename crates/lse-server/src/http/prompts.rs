@@ -1,6 +1,8 @@
 //! The completions `prompt` field: a string, token ids, or a list of either (one choice each),
 //! turned into token ids the way a text prompt is tokenized (special tokens added as the
 //! vocabulary asks, special-token text parsed), or with a `suffix` into fill-in-the-middle ids.
+//! A list holding token ids is one prompt, as llama-server reads it: its texts tokenized in
+//! place (special tokens added to a first text only) between the ids.
 
 use super::body::token_ids;
 use super::errors::{from_engine, ApiError, ApiResult};
@@ -24,6 +26,19 @@ fn one(engine: &Engine, v: &Value, key: &str, suffix: Option<&str>) -> ApiResult
             None => PromptIn { text: s.clone(), ids: tk.tokenize(s, true, true) },
         },
         Value::Array(_) if suffix.is_some() => return Err(ApiError::bad_request(format!("\"{key}\" must be text when a \"suffix\" is given (the text before the gap)"))),
+        Value::Array(a) if a.iter().any(Value::is_string) => {
+            let mut ids = Vec::new();
+            for (i, x) in a.iter().enumerate() {
+                match x {
+                    Value::String(s) => ids.extend(tk.tokenize(s, i == 0, true)),
+                    x => ids.extend(token_ids(&format!("{key}[{i}]"), &Value::Array(vec![x.clone()])).map_err(|_| {
+                        ApiError::bad_request(format!("\"{key}\"[{i}] must be a text or a token id (a list holding token ids is one prompt)"))
+                    })?),
+                }
+            }
+            let text = String::from_utf8_lossy(&tk.detokenize(&ids.iter().copied().filter(|&t| (t as usize) < engine.n_vocab()).collect::<Vec<_>>(), false, true)).into_owned();
+            PromptIn { text, ids }
+        }
         Value::Array(_) => {
             let ids = token_ids(key, v)?;
             let text = String::from_utf8_lossy(&tk.detokenize(&ids.iter().copied().filter(|&t| (t as usize) < engine.n_vocab()).collect::<Vec<_>>(), false, true)).into_owned();
@@ -47,10 +62,8 @@ pub fn parse(engine: &Engine, key: &str, v: Option<&Value>, suffix: Option<&str>
     let v = v.ok_or_else(|| ApiError::bad_request(format!("\"{key}\" is required")))?;
     match v {
         Value::Array(a) if a.is_empty() => Err(ApiError::bad_request(format!("\"{key}\" is an empty list"))),
-        Value::Array(a) if a.iter().all(|x| x.is_number()) => Ok(vec![one(engine, v, key, suffix)?]),
-        Value::Array(a) if a.iter().any(|x| x.is_number()) => {
-            Err(ApiError::bad_request(format!("\"{key}\" mixes token ids with other values: give a list of token ids, or a list of prompts")))
-        }
+        // token ids, alone or among texts: one prompt (llama-server's mixed prompt)
+        Value::Array(a) if a.iter().any(Value::is_number) => Ok(vec![one(engine, v, key, suffix)?]),
         Value::Array(a) => a.iter().enumerate().map(|(i, x)| one(engine, x, &format!("{key}[{i}]"), suffix)).collect(),
         _ => Ok(vec![one(engine, v, key, suffix)?]),
     }
