@@ -168,7 +168,8 @@ fn info_routes_and_tokenizer_round_trip() {
     assert_eq!(chat["usage"]["prompt_tokens"].as_u64(), Some(s.n_tokens(t["prompt"].as_str().unwrap()) as u64), "the chat prompt is the template's");
     // a last assistant turn is continued, as llama-server does: the turns before it with the
     // assistant's turn opened, its text after (llama-server's prompt for such a list ends
-    // "assistant\nYo"); the answer's content holds it, the stream only the new text
+    // "assistant\nYo"); the answer and its stream start with that text (llama-server's), or
+    // hold the new text only with "continue_final_message": true (vLLM's)
     let head = "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n";
     let mut cont = messages.as_array().unwrap().clone();
     cont.push(json!({"role": "assistant", "content": "The answer is"}));
@@ -182,13 +183,29 @@ fn info_routes_and_tokenizer_round_trip() {
     let content = chat["choices"][0]["message"]["content"].as_str().unwrap().to_string();
     let mut streamed = body.clone();
     streamed["stream"] = json!(true);
-    let new: String = s.stream("/v1/chat/completions", &streamed).iter().filter_map(|c| c["choices"][0]["delta"]["content"].as_str().map(str::to_string)).collect();
-    assert_eq!(content, format!("The answer is{new}"), "{chat}");
-    // a JSON answer stays one value: the continued text is not put before it
-    let json_mode = json!({"messages": cont, "max_tokens": 24, "temperature": 0, "response_format": {"type": "json_object"}});
+    let all: String = s.stream("/v1/chat/completions", &streamed).iter().filter_map(|c| c["choices"][0]["delta"]["content"].as_str().map(str::to_string)).collect();
+    assert!(content.starts_with("The answer is") && all == content, "{chat} / {all:?}");
+    let mut vllm = body.clone();
+    vllm["continue_final_message"] = json!(true);
+    let r = s.post("/v1/chat/completions", &vllm).json();
+    assert_eq!(r["choices"][0]["message"]["content"].as_str().map(|c| format!("The answer is{c}")), Some(content.clone()), "{r}");
+    // a JSON answer continues the JSON the turn began: the constraint reads it first
+    let mut opened = messages.as_array().unwrap().clone();
+    opened.push(json!({"role": "assistant", "content": "{\"answer\":"}));
+    let json_mode = json!({"messages": opened, "max_tokens": 24, "temperature": 0, "response_format": {"type": "json_object"}});
     let r = s.post("/v1/chat/completions", &json_mode).json();
     let content = r["choices"][0]["message"]["content"].as_str().unwrap();
-    assert!(serde_json::from_str::<Value>(content).is_ok_and(|v| v.is_object()), "{r}");
+    assert!(content.starts_with("{\"answer\":") && serde_json::from_str::<Value>(content).is_ok_and(|v| v.is_object()), "{r}");
+    opened.pop();
+    opened.push(json!({"role": "assistant", "content": "[1, 2"}));
+    let json_mode = json!({"messages": opened, "max_tokens": 4, "response_format": {"type": "json_object"}});
+    s.post("/v1/chat/completions", &json_mode).assert_error(400, "not the start of an unfinished JSON value");
+    // a turn of calls cannot go on (llama-server's 400)
+    let mut calls = messages.as_array().unwrap().clone();
+    calls.push(json!({"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}));
+    s.post("/v1/chat/completions", &json!({"messages": calls})).assert_error(400, "holds tool calls");
+    let tools = json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "string"}}}}}]);
+    s.post("/v1/chat/completions", &json!({"messages": cont, "tools": tools, "tool_choice": "required"})).assert_error(400, "exclude each other");
     cont.push(json!({"role": "assistant", "content": "Four."}));
     s.post("/v1/chat/completions", &json!({"messages": cont})).assert_error(400, "two assistant messages");
     assert!(info["chat_template"].as_str().unwrap().contains("im_start"));

@@ -86,6 +86,11 @@ pub struct GenerateRequest {
     /// JSON schema mode: as JSON mode, for a value of this schema (OpenAI's `json_schema`; the
     /// subset `generation::Schema` compiles).
     pub json_schema: Option<serde_json::Value>,
+    /// The start of the constrained value, already at the end of the prompt (a continued chat
+    /// turn's text): the constraint reads it before the first token. The server's; not a field
+    /// of the JSON request.
+    #[serde(skip)]
+    pub value_prefix: String,
 }
 
 impl Default for GenerateRequest {
@@ -102,6 +107,7 @@ impl Default for GenerateRequest {
             add_special: true,
             json_object: false,
             json_schema: None,
+            value_prefix: String::new(),
         }
     }
 }

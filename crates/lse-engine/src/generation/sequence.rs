@@ -196,6 +196,14 @@ impl Engine {
             }
         }
         let mut constraint = Constraint::of(req).map_err(EngineError::InvalidRequest)?;
+        if let Some(c) = constraint.as_mut().filter(|_| !req.value_prefix.is_empty()) {
+            if !c.push_all(req.value_prefix.as_bytes()) || c.is_complete() {
+                return Err(EngineError::InvalidRequest(format!(
+                    "the answer's start {:?} is not the start of an unfinished JSON value the response format allows",
+                    req.value_prefix
+                )));
+            }
+        }
         self.refuse_dead_start(req, constraint.as_mut())?;
         let (session, fed) = match session {
             Some(mut s) => {

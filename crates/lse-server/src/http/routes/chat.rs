@@ -82,26 +82,32 @@ fn token_text(engine: &Engine, id: Option<u32>) -> String {
     id.map(|t| piece(engine, t)).unwrap_or_default()
 }
 
-/// A chat prompt: the text, and the assistant's words it ends with (a continued last turn's).
+/// A chat prompt: the text, the assistant's words it ends with (a continued last turn's), and
+/// whether the answer repeats them.
 pub struct ChatPrompt {
     pub text: String,
     pub prefill: String,
+    pub echo: bool,
 }
 
 /// The chat prompt as the template renders it (`tools` shown to templates that show them), with
-/// the generation prompt (the assistant's turn opened). A last assistant turn with text and no
-/// calls is continued, as llama-server does (`continue_final_message: false` turns it off): the
-/// turns before it rendered so, its text after the opened turn.
+/// the generation prompt (the assistant's turn opened). A last assistant turn is continued: the
+/// turns before it rendered so, its text after the opened turn. By default as llama-server does,
+/// the answer (and its stream) starting with that text; `continue_final_message: true` as vLLM
+/// does, the answer the new text only; `false` closes the turn and opens another.
 pub fn prompt_text(ready: &Ready, f: &Fields, messages: &Value, tools: Option<&Value>) -> ApiResult<ChatPrompt> {
     let e = &ready.engine;
     let tk = e.tokenizer();
     let mut messages = normalise(messages)?;
     let list = messages.as_array_mut().expect("normalise gives a list");
     let role = |m: Option<&Value>| m.and_then(|m| m["role"].as_str()).map(str::to_string);
-    let calls = |m: &Value| m.get("tool_calls").is_some_and(|c| c.as_array().is_some_and(|c| !c.is_empty()));
+    let asked = f.bool("continue_final_message")?;
     let mut prefill = String::new();
-    if f.bool("continue_final_message")?.unwrap_or(true) && role(list.last()).as_deref() == Some("assistant") && !calls(&list[list.len() - 1]) {
+    if asked != Some(false) && role(list.last()).as_deref() == Some("assistant") {
         let last = list.pop().expect("a last message");
+        if last.get("tool_calls").is_some_and(|c| c.as_array().is_some_and(|c| !c.is_empty())) {
+            return Err(ApiError::bad_request("the last message, the assistant's, holds tool calls: it cannot be continued (send their results, or \"continue_final_message\": false)"));
+        }
         if role(list.last()).as_deref() == Some("assistant") {
             return Err(ApiError::bad_request("two assistant messages end \"messages\": only the last one can be continued"));
         }
@@ -109,19 +115,20 @@ pub fn prompt_text(ready: &Ready, f: &Fields, messages: &Value, tools: Option<&V
     }
     let mut text = template::render(&ready.chat_template, &messages, tools, &token_text(e, tk.bos_id()), &token_text(e, tk.eos_id()), true)?;
     text.push_str(&prefill);
-    Ok(ChatPrompt { text, prefill })
+    Ok(ChatPrompt { text, prefill, echo: asked.is_none() })
 }
 
-/// Renders and tokenizes the chat prompt.
-pub fn prompt_ids(ready: &Ready, f: &Fields, messages: &Value, tools: Option<&Value>) -> ApiResult<(Vec<u32>, String)> {
+/// Renders and tokenizes the chat prompt (the ids, and the prompt with its text moved into them).
+pub fn prompt_ids(ready: &Ready, f: &Fields, messages: &Value, tools: Option<&Value>) -> ApiResult<(Vec<u32>, ChatPrompt)> {
     let tk = ready.engine.tokenizer();
     let bos = token_text(&ready.engine, tk.bos_id());
-    let ChatPrompt { mut text, prefill } = prompt_text(ready, f, messages, tools)?;
+    let mut p = prompt_text(ready, f, messages, tools)?;
+    let mut text = std::mem::take(&mut p.text);
     // the template writes BOS itself when it wants one; tokenizing would add a second
     if tk.add_bos() && !bos.is_empty() && text.starts_with(&bos) {
         text.drain(..bos.len());
     }
-    Ok((tk.tokenize(&text, true, true), prefill))
+    Ok((tk.tokenize(&text, true, true), p))
 }
 
 fn logprobs_content(engine: &Engine, steps: &[StepToken]) -> Value {
@@ -211,10 +218,16 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
     }
     let (stream, include_usage) = stream_flags(&f)?;
     let messages = f.get("messages").ok_or_else(|| ApiError::bad_request("\"messages\" is required"))?;
-    let (ids, prefill) = prompt_ids(ready, &f, messages, tools.for_template())?;
+    let (ids, chat_prompt) = prompt_ids(ready, &f, messages, tools.for_template())?;
+    if !chat_prompt.prefill.is_empty() && matches!(tools, Tools::Forced { .. }) {
+        return Err(ApiError::bad_request("a continued assistant message and a required tool call exclude each other (the call would start a new turn)"));
+    }
+    // the continued text is the start of a JSON answer: the constraint reads it first
+    base.value_prefix = chat_prompt.prefill.clone();
+    // what the answer starts with (llama-server's continuation; vLLM's answers the new text only)
+    let prefill = if chat_prompt.echo { chat_prompt.prefill } else { String::new() };
     let max_tokens = max_tokens_or_room(&f, &MAX_KEYS, base.max_tokens, ids.len(), ready.engine.kv_capacity())?;
     let req = validated(GenerateRequest { prompt: Prompt::Tokens(ids), max_tokens, top_logprobs: if want_logprobs { top } else { 0 }, ..base })?;
-    let json_answer = req.json_object || req.json_schema.is_some();
     let model = app.model_id();
     let id = response_id("chatcmpl");
     let created = now_secs();
@@ -235,9 +248,8 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
             .map(|(j, o)| {
                 let lp = want_logprobs.then(|| json!({"content": logprobs_content(&ready.engine, &o.steps)}));
                 let (mut message, finish) = calls.answer(j, &o.text, o.end.finish);
-                // a continued turn's whole text, as llama-server answers (its stream sends the new
-                // text only); not before a JSON value, which must stay one
-                if let (false, Some(text)) = (prefill.is_empty() || json_answer, message["content"].as_str()) {
+                // a continued turn's whole text, as llama-server answers
+                if let (false, Some(text)) = (prefill.is_empty(), message["content"].as_str()) {
                     message["content"] = json!(format!("{prefill}{text}"));
                 }
                 message["role"] = json!("assistant");
@@ -264,7 +276,8 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
             call["index"] = json!(0);
             json!({"role": "assistant", "content": null, "tool_calls": [call]})
         }
-        _ => json!({"role": "assistant", "content": ""}),
+        // llama-server's stream starts a continued turn with its text
+        _ => json!({"role": "assistant", "content": prefill}),
     };
     let openings: Vec<Value> = (0..n).map(opening).collect();
     // with "auto" tools, text goes out as it comes and what may be a call is held to the end
