@@ -134,10 +134,17 @@ impl Drop for AtomicFile {
 mod tests {
     use super::*;
 
+    /// An empty folder of this test process's own.
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("lse-eval-atomic-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
     #[test]
     fn commit_and_abandon() {
-        let dir = std::env::temp_dir().join(format!("lse-eval-atomic-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = scratch("commit");
         let t = dir.join("out.json");
         let a = AtomicFile::create(&t, "output file").unwrap();
         // nothing on disk while the run goes: a signal that ends it leaves no temporary file
@@ -156,8 +163,7 @@ mod tests {
     /// while committing) are stepped over, not an error.
     #[test]
     fn leftovers_are_stepped_over() {
-        let dir = std::env::temp_dir().join(format!("lse-eval-atomic-left-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = scratch("left");
         for n in 0..64 {
             std::fs::write(dir.join(format!(".out.json.tmp-{}-{n}", std::process::id())), b"stale").unwrap();
         }
@@ -173,8 +179,7 @@ mod tests {
     #[test]
     fn permissions_are_respected() {
         use std::os::unix::fs::PermissionsExt;
-        let dir = std::env::temp_dir().join(format!("lse-eval-atomic-mode-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = scratch("mode");
         let (ro, rw) = (dir.join("ro.json"), dir.join("rw.json"));
         for (p, mode) in [(&ro, 0o444), (&rw, 0o640)] {
             std::fs::write(p, b"old").unwrap();
@@ -194,8 +199,7 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn devices_and_symlinks_survive() {
-        let dir = std::env::temp_dir().join(format!("lse-eval-atomic-link-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = scratch("link");
         let (real, link, null) = (dir.join("real.json"), dir.join("link.json"), dir.join("null"));
         std::fs::write(&real, b"old").unwrap();
         std::os::unix::fs::symlink(&real, &link).unwrap();

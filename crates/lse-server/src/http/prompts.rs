@@ -4,7 +4,6 @@
 //! A list holding token ids is one prompt, as llama-server reads it: its texts tokenized in
 //! place (special tokens added to a first text only) between the ids.
 
-use super::body::token_ids;
 use super::errors::{from_engine, ApiError, ApiResult};
 use lse_engine::{Engine, Infill};
 use serde_json::Value;
@@ -26,23 +25,19 @@ fn one(engine: &Engine, v: &Value, key: &str, suffix: Option<&str>) -> ApiResult
             None => PromptIn { text: s.clone(), ids: tk.tokenize(s, true, true) },
         },
         Value::Array(_) if suffix.is_some() => return Err(ApiError::bad_request(format!("\"{key}\" must be text when a \"suffix\" is given (the text before the gap)"))),
-        Value::Array(a) if a.iter().any(Value::is_string) => {
-            let mut ids = Vec::new();
+        Value::Array(a) => {
+            let mut ids = Vec::with_capacity(a.len());
             for (i, x) in a.iter().enumerate() {
                 match x {
+                    // texts among ids: a first text with the vocabulary's special tokens
                     Value::String(s) => ids.extend(tk.tokenize(s, i == 0, true)),
-                    x => ids.extend(token_ids(&format!("{key}[{i}]"), &Value::Array(vec![x.clone()])).map_err(|_| {
-                        ApiError::bad_request(format!("\"{key}\"[{i}] must be a text or a token id (a list holding token ids is one prompt)"))
+                    x => ids.push(x.as_u64().filter(|&t| t <= u32::MAX as u64).map(|t| t as u32).ok_or_else(|| {
+                        ApiError::bad_request(format!("\"{key}\"[{i}] must be a text or a token id (an integer 0 or more), got {x}"))
                     })?),
                 }
             }
-            let text = String::from_utf8_lossy(&tk.detokenize(&ids.iter().copied().filter(|&t| (t as usize) < engine.n_vocab()).collect::<Vec<_>>(), false, true)).into_owned();
-            PromptIn { text, ids }
-        }
-        Value::Array(_) => {
-            let ids = token_ids(key, v)?;
-            let text = String::from_utf8_lossy(&tk.detokenize(&ids.iter().copied().filter(|&t| (t as usize) < engine.n_vocab()).collect::<Vec<_>>(), false, true)).into_owned();
-            PromptIn { text, ids }
+            let known: Vec<u32> = ids.iter().copied().filter(|&t| (t as usize) < engine.n_vocab()).collect();
+            PromptIn { text: String::from_utf8_lossy(&tk.detokenize(&known, false, true)).into_owned(), ids }
         }
         _ => return Err(ApiError::bad_request(format!("\"{key}\" must be a string, a list of token ids, or a list of those"))),
     };

@@ -118,17 +118,16 @@ pub fn prompt_text(ready: &Ready, f: &Fields, messages: &Value, tools: Option<&V
     Ok(ChatPrompt { text, prefill, echo: asked.is_none() })
 }
 
-/// Renders and tokenizes the chat prompt (the ids, and the prompt with its text moved into them).
-pub fn prompt_ids(ready: &Ready, f: &Fields, messages: &Value, tools: Option<&Value>) -> ApiResult<(Vec<u32>, ChatPrompt)> {
+/// The chat prompt's token ids.
+fn prompt_ids(ready: &Ready, p: &ChatPrompt) -> Vec<u32> {
     let tk = ready.engine.tokenizer();
     let bos = token_text(&ready.engine, tk.bos_id());
-    let mut p = prompt_text(ready, f, messages, tools)?;
-    let mut text = std::mem::take(&mut p.text);
     // the template writes BOS itself when it wants one; tokenizing would add a second
-    if tk.add_bos() && !bos.is_empty() && text.starts_with(&bos) {
-        text.drain(..bos.len());
-    }
-    Ok((tk.tokenize(&text, true, true), p))
+    let text = match p.text.strip_prefix(bos.as_str()) {
+        Some(rest) if tk.add_bos() && !bos.is_empty() => rest,
+        _ => &p.text,
+    };
+    tk.tokenize(text, true, true)
 }
 
 fn logprobs_content(engine: &Engine, steps: &[StepToken]) -> Value {
@@ -218,7 +217,8 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
     }
     let (stream, include_usage) = stream_flags(&f)?;
     let messages = f.get("messages").ok_or_else(|| ApiError::bad_request("\"messages\" is required"))?;
-    let (ids, chat_prompt) = prompt_ids(ready, &f, messages, tools.for_template())?;
+    let chat_prompt = prompt_text(ready, &f, messages, tools.for_template())?;
+    let ids = prompt_ids(ready, &chat_prompt);
     if !chat_prompt.prefill.is_empty() && matches!(tools, Tools::Forced { .. }) {
         return Err(ApiError::bad_request("a continued assistant message and a required tool call exclude each other (the call would start a new turn)"));
     }
