@@ -765,7 +765,7 @@ pub(crate) struct Args {
     y: *mut f32,
     ldy: usize,
     ncols: usize,
-    /// Whether the tile asks for the bytes a page ahead (see [`prefetch_ahead`]): only the first
+    /// Whether the tile asks for its bytes ahead (see [`prefetch_ahead`]): only the first
     /// pass over a group in memory; later passes and unpacked copies find theirs in cache.
     prefetch: bool,
     /// Whether it also asks for them into L1 shortly before use: where the group is read once.
@@ -811,33 +811,44 @@ pub(crate) enum Fetch {
     Stream,
 }
 
-/// How far past the block it multiplies a tile asks for weight bytes. The hardware prefetchers
-/// stop at every 4 KiB page, and a tile's work per cache line leaves too few misses in flight
-/// to hide memory latency by itself (one decode row streamed at ~80 % of a plain read pass);
-/// a page ahead keeps the stream going (3, 6 and 8 KiB measured the same).
+/// How far past the block it multiplies a prefill tile asks for weight bytes. The hardware
+/// prefetchers stop at every 4 KiB page, and a tile's work per cache line leaves too few misses
+/// in flight to hide memory latency by itself; a page ahead keeps the stream going (3, 6 and 8 KiB
+/// measured the same on Intel; 8 KiB made 8-chunk prefills on Zen 4 no faster, within noise).
 #[cfg(target_arch = "x86_64")]
-const PREFETCH_BYTES: usize = 4096;
+const PAGE_AHEAD_BYTES: usize = 4096;
 
-/// How far past the block a streaming tile (`Args::near`) also asks for weight bytes into L1.
+/// The same distance for a decode step's tiles (`Args::near`), which read each weight byte once.
+/// A one-row tile keeps in flight little more than it asks for, and a page of that did not cover
+/// memory latency on Zen 4: one row on one thread streamed 18.5–19.2 GB/s with 4 KiB and 26–29
+/// with 8 KiB (a plain read 29–33); whole decode steps, the distances alternated step by step in
+/// one process: 20–27 % shorter on all three real models in minutes when two threads read
+/// ~60 GB/s, SmolLM2 13 % and the larger two the same when they read ~35 GB/s, 8 sessions 1–3 %
+/// shorter. 16 KiB measured as 8.
+#[cfg(target_arch = "x86_64")]
+const STREAM_AHEAD_BYTES: usize = 8192;
+
+/// How far past the block a streaming tile also asks for weight bytes into L1.
 #[cfg(target_arch = "x86_64")]
 const NEAR_BYTES: usize = 1024;
 
-/// Asks for the `bb` bytes [`PREFETCH_BYTES`] past `wb` into L2 (a hint: it never faults, whatever
-/// the address); with `near`, those [`NEAR_BYTES`] past it into L1 too, lines the first request
-/// brought to L2 by then. Into L1 alone, at 1–8 KiB, one decode row lost 5–12 %; both, against
-/// L2 alone (8 rows, matrices beyond the L3, runs alternated in one process, Emerald Rapids):
-/// +5–9 % GB/s, and one row +2–5 %; 512 B and 2 KiB measured the same as 1 KiB. A prefill's
-/// tiles reread their groups from L2 and skip it (the SmolLM2 prefill bench was 2–4 % slower
-/// when every tile asked).
+/// Asks for the `bb` bytes [`PAGE_AHEAD_BYTES`] past `wb` into L2 (a hint: it never faults,
+/// whatever the address); with `near`, those [`STREAM_AHEAD_BYTES`] past it instead, and those
+/// [`NEAR_BYTES`] past it into L1 too, lines the first request brought to L2 by then. Into L1
+/// alone, at 1–8 KiB, one decode row lost 5–12 %; both, against L2 alone (8 rows, matrices beyond
+/// the L3, runs alternated in one process, Emerald Rapids): +5–9 % GB/s, and one row +2–5 %; 512 B
+/// and 2 KiB measured the same as 1 KiB. A prefill's later passes reread their groups from L2
+/// and skip it (the SmolLM2 prefill bench was 2–4 % slower when every tile asked).
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 unsafe fn prefetch_ahead(wb: *const u8, bb: usize, near: bool) {
     use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0, _MM_HINT_T2};
+    let far = if near { STREAM_AHEAD_BYTES } else { PAGE_AHEAD_BYTES };
     for l in (0..bb).step_by(64) {
         if near {
             _mm_prefetch::<_MM_HINT_T0>(wb.wrapping_add(NEAR_BYTES + l) as *const i8);
         }
-        _mm_prefetch::<_MM_HINT_T2>(wb.wrapping_add(PREFETCH_BYTES + l) as *const i8);
+        _mm_prefetch::<_MM_HINT_T2>(wb.wrapping_add(far + l) as *const i8);
     }
 }
 

@@ -13,7 +13,7 @@ pub fn words(n: usize) -> Vec<u64> {
 
 /// Wrapping sums of `part`, read with the CPU's widest vector loads (the tiles' own width: the
 /// scalar loop this replaced streamed 17–28 % slower than a one-row tile on the Emerald Rapids
-/// host, so tiles showed "110 %" of it), asking for each cache line a page ahead as the tiles do
+/// host, so tiles showed "110 %" of it), asking for each cache line a page ahead as the prefill tiles do
 /// ([`PREFETCH_WORDS`]): the hardware prefetchers stop at page ends, and on the Zen 3 host a read
 /// without the hint streamed 5–12 % slower than the one-row tiles that give it.
 pub fn sum_words(part: &[u64]) -> [u64; 4] {
@@ -100,7 +100,9 @@ mod vector {
     }
 }
 
-/// How far ahead [`sum_words`] asks for lines: 4 KiB, the tiles' distance.
+/// How far ahead [`sum_words`] asks for lines: 4 KiB, the prefill tiles' distance. The decode
+/// tiles' 8 KiB read slower here (one Zen 4 thread: 28.4–28.9 GB/s against 34.7–40.9; two the
+/// same), so the yardstick keeps the distance that reads fastest.
 const PREFETCH_WORDS: usize = 512;
 
 /// Reads `part` in one pool dispatch of `tasks` contiguous ranges (taken from the pool's counter,

@@ -106,7 +106,7 @@ unsafe fn k_scales8(a: &Args, b: usize, sc: *const u8, i: usize, h: usize, signe
     _mm256_mul_ps(_mm256_loadu_ps(d as *const f32), _mm256_cvtepi32_ps(v))
 }
 
-/// Half `h` of block `b` of the group. The first half asks for the block's bytes a page ahead,
+/// Half `h` of block `b` of the group. The first half asks for the block's bytes ahead,
 /// the second finds them in cache. A decode row needs it most: without it one row streamed a
 /// large matrix at 75–90 % of a plain read on this Zen 3 host, with it at 95–105 % (decode steps
 /// 3–7 % faster, measured alternating step by step).
