@@ -824,7 +824,7 @@ const PAGE_AHEAD_BYTES: usize = 4096;
 /// with 8 KiB (a plain read 29–33); whole decode steps, the distances alternated step by step in
 /// one process: 20–27 % shorter on all three real models in minutes when two threads read
 /// ~60 GB/s, SmolLM2 13 % and the larger two the same when they read ~35 GB/s, 8 sessions 1–3 %
-/// shorter. 16 KiB measured as 8.
+/// shorter. 16 KiB measured as 8; on the Intel guests 4–16 KiB measured the same.
 #[cfg(target_arch = "x86_64")]
 const STREAM_AHEAD_BYTES: usize = 8192;
 
@@ -837,8 +837,8 @@ const NEAR_BYTES: usize = 1024;
 /// [`NEAR_BYTES`] past it into L1 too, lines the first request brought to L2 by then. Into L1
 /// alone, at 1–8 KiB, one decode row lost 5–12 %; both, against L2 alone (8 rows, matrices beyond
 /// the L3, runs alternated in one process, Emerald Rapids): +5–9 % GB/s, and one row +2–5 %; 512 B
-/// and 2 KiB measured the same as 1 KiB. A prefill's later passes reread their groups from L2
-/// and skip it (the SmolLM2 prefill bench was 2–4 % slower when every tile asked).
+/// and 2 KiB measured the same as 1 KiB. A prefill's tiles reread their groups from L2 and skip
+/// the L1 ask (the SmolLM2 prefill bench was 2–4 % slower when every tile asked).
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 unsafe fn prefetch_ahead(wb: *const u8, bb: usize, near: bool) {
