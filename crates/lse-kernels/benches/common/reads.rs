@@ -13,9 +13,9 @@ pub fn words(n: usize) -> Vec<u64> {
 
 /// Wrapping sums of `part`, read with the CPU's widest vector loads (the tiles' own width: the
 /// scalar loop this replaced streamed 17–28 % slower than a one-row tile on the Emerald Rapids
-/// host, so tiles showed "110 %" of it), asking for each cache line a page ahead as the prefill tiles do
-/// ([`PREFETCH_WORDS`]): the hardware prefetchers stop at page ends, and on the Zen 3 host a read
-/// without the hint streamed 5–12 % slower than the one-row tiles that give it.
+/// host, so tiles showed "110 %" of it), asking for each cache line a page ahead as the prefill
+/// tiles do ([`PREFETCH_WORDS`]): the hardware prefetchers stop at page ends, and on the Zen 3
+/// host a read without the hint streamed 5–12 % slower than the one-row tiles that give it.
 pub fn sum_words(part: &[u64]) -> [u64; 4] {
     #[cfg(target_arch = "x86_64")]
     {

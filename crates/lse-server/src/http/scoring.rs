@@ -54,9 +54,7 @@ pub fn prompt_logprobs(
     if let Some((i, &id)) = ids.iter().enumerate().find(|(_, &t)| t as usize >= engine.n_vocab()) {
         return Err(ApiError::bad_request(format!("token id {id} at index {i} is outside the vocabulary of {}", engine.n_vocab())));
     }
-    if ids.len() > engine.kv_capacity() {
-        return Err(ApiError::exceeds_context(ids.len(), engine.kv_capacity(), false));
-    }
+    super::options::prompt_fits(ids.len(), engine.kv_capacity(), false)?;
     if ids.len() < 2 {
         return Ok((Vec::new(), 0));
     }
