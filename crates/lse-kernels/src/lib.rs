@@ -21,6 +21,7 @@ pub mod attention;
 mod fp;
 mod matmul;
 mod matmul_packed;
+mod next_run;
 #[cfg(test)]
 mod test_rng;
 pub mod packed;

@@ -7,6 +7,7 @@
 
 use crate::matmul::{quantize_rows, quantize_rows_q8k_split, SendPtr, RANGE_BYTES, SCRATCH, SMALL_WORK};
 use crate::packed::{Fetch, PackedMatrix, PMR, PNR};
+use crate::next_run;
 use crate::pool::ThreadPool;
 use crate::simd;
 use smallvec::SmallVec;
@@ -227,7 +228,43 @@ fn run(pool: &ThreadPool, parts: &[Part], x: &[f32], m: usize) {
         } else if split + total > 1 {
             pool.run(split + total, &body);
         }
+        // a decode step's weights come from memory once: let the workers start on the next
+        // run's while they wait (a prefill's tiles reread theirs from cache)
+        if pool.threads() > 1 && plans.iter().all(|pl| pl.stream && pl.tasks == pl.gtasks) {
+            let key = parts[0].p.ptr() as usize + parts[0].c_first / PNR * parts[0].p.group_bytes();
+            next_run::ended(pool, key, first_reads(pool.threads(), split, parts, &plans));
+        } else {
+            next_run::interrupted();
+        }
     });
+}
+
+/// The most a worker asks for ahead of a run: half of a Zen 4 core's L2.
+const AHEAD_BYTES: usize = 512 << 10;
+
+/// The weight bytes each worker reads first in a streaming run of `parts` (its own share of the
+/// tasks, in order, after the `split` quantizing tasks; up to [`AHEAD_BYTES`], within the first
+/// matrix it reaches).
+fn first_reads(threads: usize, split: usize, parts: &[Part], plans: &[Plan]) -> next_run::FirstReads {
+    let all = split + plans.iter().map(|pl| pl.tasks).sum::<usize>();
+    (1..threads)
+        .map(|t| {
+            let share = crate::pool::share(t, threads, all);
+            let (mut a, mut b) = (share.start.saturating_sub(split), share.end.saturating_sub(split));
+            for (q, pl) in parts.iter().zip(plans) {
+                if a < pl.tasks {
+                    let gb = q.p.group_bytes();
+                    let base = q.p.ptr() as usize + (q.c_first / PNR) * gb;
+                    let (g0, g1) = (a * pl.gpt, (b.min(pl.tasks) * pl.gpt).min(pl.ng));
+                    let start = base + g0 * gb;
+                    return start..(base + g1.max(g0) * gb).min(start + AHEAD_BYTES);
+                }
+                a -= pl.tasks;
+                b = b.saturating_sub(pl.tasks);
+            }
+            0..0
+        })
+        .collect()
 }
 
 /// Adds one to the counter when dropped (also while unwinding).

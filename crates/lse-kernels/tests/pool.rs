@@ -1,7 +1,8 @@
 //! The thread pool's contract: every task runs exactly once per run, whether the workers were
 //! spinning, yielding or parked when it started; a thread runs its own share of neighbouring
 //! tasks first; nested runs run inline; a task's panic reaches
-//! the caller and leaves the pool usable; runs from several threads are serialised; a recorded run counts at its call site.
+//! the caller and leaves the pool usable; runs from several threads are serialised; a recorded run counts at its call site;
+//! memory given to workers to fetch while they wait (even unmapped or absurd) changes none of that.
 
 use lse_kernels::ThreadPool;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -48,6 +49,33 @@ fn the_caller_runs_the_first_share_in_order() {
         });
         let order = order.into_inner().unwrap();
         assert_eq!(&order[..2], &[0, 1], "the caller's tasks: {order:?}");
+    }
+}
+
+#[test]
+fn runs_while_the_workers_fetch_ahead() {
+    let bytes = vec![7u8; 3 << 20];
+    let at = bytes.as_ptr() as usize;
+    for threads in [2, 3] {
+        let pool = ThreadPool::new(threads);
+        for round in 0..300 {
+            let range = match round % 4 {
+                0 => at..at + bytes.len(),
+                1 => 64..1 << 40, // unmapped, and longer than any range is asked for
+                2 => at + 4096..at,
+                _ => 0..0,
+            };
+            for t in 0..threads + 1 {
+                pool.fetch_while_idle(t, range.clone());
+            }
+            if round % 50 == 0 {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            run_counted(&pool, round % 19);
+        }
+        // the workers still park and wake once every range is asked for
+        std::thread::sleep(Duration::from_millis(15));
+        run_counted(&pool, 8);
     }
 }
 
