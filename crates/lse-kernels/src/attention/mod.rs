@@ -275,8 +275,8 @@ fn attention_tiled(
     let units = units.spread(pool.threads(), units.units());
     if let Some(m) = mirror_for(s, kv) {
         for_tasks(pool, &units, out, |task, op| match mirror_head(&m, task.g, lo, n_panels, dk, dv) {
-            HeadKeys::F16(k, v) => tiled_task(s, q, &units, task, dk, dv, lo, k, v, op),
-            HeadKeys::F32(k, v) => tiled_task(s, q, &units, task, dk, dv, lo, k, v, op),
+            HeadKeys::F16(k, v) => tiled_task(s, q, &units, task, dk, dv, lo, k, v, op, None),
+            HeadKeys::F32(k, v) => tiled_task(s, q, &units, task, dk, dv, lo, k, v, op, None),
         });
         return Ok(());
     }
@@ -311,13 +311,14 @@ fn attention_tiled(
     }
     for_tasks(pool, &units, out, |task, op| {
         let (g, pk, pv) = (task.g, n_panels * dk * KP, np * dv);
-        tiled_task(s, q, &units, task, dk, dv, lo, &kt[g * pk..(g + 1) * pk], &vf[g * pv..(g + 1) * pv], op)
+        tiled_task(s, q, &units, task, dk, dv, lo, &kt[g * pk..(g + 1) * pk], &vf[g * pv..(g + 1) * pv], op, None)
     });
     Ok(())
 }
 
 /// The micro-tiles of `task`'s rows (see [`Units`]); `kt_g` / `v_g` are its KV head's panels and
-/// V rows starting at key `lo`. Writes only those rows' outputs.
+/// V rows starting at key `lo`. Writes only those rows' outputs; a task of one chunk of keys
+/// ([`units::Task::chunk`]) writes its rows' accumulators and states to `parts` instead.
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
 fn tiled_task<E: tiled::Lanes>(
@@ -331,18 +332,20 @@ fn tiled_task<E: tiled::Lanes>(
     kt_g: &[E],
     v_g: &[E],
     op: &SendPtr,
+    parts: Option<&ChunkParts>,
 ) {
     use tiled::RM;
     let head = tiled::Head { kt: kt_g, v: v_g, dk, dv, scale: s.scale, ahead: s.n_q == 1 };
     // the accumulator scratch is taken from this thread's slot and put back at the end
     let mut acc = TILE_ACC.take();
-    if acc.len() < RM * dv {
-        acc.resize(RM * dv, 0.0);
+    if acc.len() < 2 * RM * dv {
+        acc.resize(2 * RM * dv, 0.0);
     }
+    let chunk = task.chunk.zip(parts);
     let mut r0 = task.rows.start;
     while r0 < task.rows.end {
         let n = (task.rows.end - r0).min(RM);
-        let mut rows = tiled::Rows { q: [&[][..]; RM], last: [0; RM], first: [0; RM], n };
+        let mut rows = tiled::Rows { q: [&[][..]; RM], last: [0; RM], first: [0; RM], n, lo_panel: lo / tiled::KP, chunk: chunk.map(|c| c.0) };
         let mut outs: [&mut [f32]; RM] = Default::default();
         for r in 0..n {
             let (i, h) = units.query_head(task, r0 + r);
@@ -351,21 +354,58 @@ fn tiled_task<E: tiled::Lanes>(
             rows.q[r] = &q[(i * s.n_head + h) * dk..(i * s.n_head + h + 1) * dk];
             rows.last[r] = t - lo;
             rows.first[r] = first - lo;
-            // SAFETY: output row (i, h) belongs to this task only (one of its rows).
-            outs[r] = unsafe { std::slice::from_raw_parts_mut(op.0.add((i * s.n_head + h) * dv), dv) };
+            let at = match chunk {
+                Some((_, p)) => p.acc.0.wrapping_add(p.slot(task, r0 + r) * dv),
+                None => op.0.wrapping_add((i * s.n_head + h) * dv),
+            };
+            // SAFETY: output row (i, h), or its slot for this chunk, belongs to this task only.
+            outs[r] = unsafe { std::slice::from_raw_parts_mut(at, dv) };
         }
+        let mut states = [tiled::Softmax::EMPTY; RM];
         // SAFETY: the CPU has the level's instructions (tiled_available); dk, dv are multiples
         // of 16; the panels cover every key up to the last query's position.
         unsafe {
             if crate::simd::level() == crate::simd::Level::Avx512 {
-                tiled::micro_tile_avx512(&rows, &head, &mut acc, &mut outs)
+                tiled::micro_tile_avx512(&rows, &head, &mut acc, &mut outs, &mut states)
             } else {
-                tiled::micro_tile_avx2(&rows, &head, &mut acc, &mut outs)
+                tiled::micro_tile_avx2(&rows, &head, &mut acc, &mut outs, &mut states)
             }
         };
+        if let Some((_, p)) = chunk {
+            for (r, st) in states.iter().enumerate().take(n) {
+                // SAFETY: as the accumulator's slot above.
+                unsafe { *p.states.wrapping_add(p.slot(task, r0 + r)) = *st };
+            }
+        }
         r0 += n;
     }
     TILE_ACC.set(acc);
+}
+
+/// Where the tasks of one chunk of keys leave their rows (see [`units::Task::chunk`]): row `r`
+/// of unit `u`'s chunk `c` (counted from the call's first) at slot `(u·chunks + c)·rows + r`,
+/// its accumulator `dv` floats from `acc + slot·dv`, its state at `states + slot`.
+#[cfg(target_arch = "x86_64")]
+struct ChunkParts {
+    acc: SendPtr,
+    states: *mut tiled::Softmax,
+    first_chunk: usize,
+    chunks: usize,
+    rows: usize,
+    /// The index of this job's first (unit, row range) in the dispatch's counts of finished chunks.
+    first_done: usize,
+}
+
+#[cfg(target_arch = "x86_64")]
+// SAFETY: tasks write disjoint slots only.
+unsafe impl Sync for ChunkParts {}
+
+#[cfg(target_arch = "x86_64")]
+impl ChunkParts {
+    fn slot(&self, task: &units::Task, r: usize) -> usize {
+        let c = task.chunk.map_or(0, |c| c - self.first_chunk);
+        (task.unit * self.chunks + c) * self.rows + r
+    }
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -55,6 +55,9 @@ fn flash_and_dense_match_reference() {
         (4, 1, 256, 256, 150, 150, None),
         (6, 2, 80, 80, 90, 45, Some(20)),
         (14, 2, 64, 64, 77, 77, None),
+        // keys in two chunks of 512, folded in the tile
+        (4, 1, 64, 64, 700, 40, None),
+        (6, 2, 32, 32, 600, 3, Some(400)),
     ] {
         let pos0 = n_kv - n_q;
         let q: Vec<f32> = (0..n_q * nh * dk).map(|_| rng(&mut s) * 2.0).collect();
@@ -223,13 +226,47 @@ fn row_split_keeps_bits() {
     }
 }
 
+/// Decode rows whose keys a two-thread batch splits by chunks (one or three KV heads, up to
+/// four chunks, windows starting inside a chunk) give the bits of the unsplit tile on one thread.
+#[test]
+fn chunk_split_keeps_bits() {
+    let (one, two) = (ThreadPool::new(1), ThreadPool::new(2));
+    let mut s = 11u64;
+    for &(nh, hk, dk, n_kv, window) in &[(4usize, 1usize, 256usize, 1100usize, None), (9, 3, 64, 777, None), (9, 3, 64, 600, Some(500usize)), (4, 1, 64, 1300, Some(600))] {
+        let (kb, vb) = f16_cache(n_kv, hk, dk, &mut s);
+        #[cfg(target_arch = "x86_64")]
+        let mirror = mirror_of(&kb, &vb, n_kv, hk, dk);
+        let q: Vec<f32> = (0..nh * dk).map(|_| 2.0 * rng(&mut s)).collect();
+        let shape = AttnShape { n_q: 1, q_pos0: n_kv - 1, n_head: nh, scale: 0.125, window };
+        let kv = KvView {
+            ty: GgmlType::F16,
+            k: &kb,
+            v: &vb,
+            n_head_kv: hk,
+            head_dim_k: dk,
+            head_dim_v: dk,
+            #[cfg(target_arch = "x86_64")]
+            mirror: Some(mirror.view()),
+        };
+        let mut lone = vec![f32::NAN; nh * dk];
+        attention(Dialect::Simd, &one, AttnKind::Flash, &shape, &q, &kv, &mut lone).unwrap();
+        assert!(lone.iter().all(|x| x.is_finite()));
+        for pool in [&one, &two] {
+            let mut out = vec![f32::NAN; nh * dk];
+            attention_batch(Dialect::Simd, pool, AttnKind::Flash, &mut [AttnJob { shape, q: &q, kv, out: &mut out }]).unwrap();
+            let same = out.iter().zip(&lone).all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "{} threads, {hk} kv heads, {n_kv} keys, window {window:?}", pool.threads());
+        }
+    }
+}
+
 /// The AVX2 micro-tile against the AVX-512 one, bit for bit: f32 and f16 panels, 1–4 rows,
 /// windows that start and end inside panels, head dims with and without a 64-column block.
 /// A micro-tile entry point over f32 and over f16 panels.
 #[cfg(target_arch = "x86_64")]
 type TileFns = (
-    unsafe fn(&tiled::Rows, &tiled::Head<f32>, &mut [f32], &mut [&mut [f32]; tiled::RM]),
-    unsafe fn(&tiled::Rows, &tiled::Head<u16>, &mut [f32], &mut [&mut [f32]; tiled::RM]),
+    unsafe fn(&tiled::Rows, &tiled::Head<f32>, &mut [f32], &mut [&mut [f32]; tiled::RM], &mut [tiled::Softmax; tiled::RM]),
+    unsafe fn(&tiled::Rows, &tiled::Head<u16>, &mut [f32], &mut [&mut [f32]; tiled::RM], &mut [tiled::Softmax; tiled::RM]),
 );
 
 /// Asserts that tiles `a` and `b` give the same bits on random panels of each (dk, dv) of
@@ -239,18 +276,19 @@ type TileFns = (
 /// The CPU must have the features of both tiles.
 #[cfg(target_arch = "x86_64")]
 unsafe fn assert_tiles_equal(a: TileFns, b: TileFns, shapes: &[(usize, usize)]) {
-    use tiled::{Head, Rows, KP, RM};
+    use tiled::{Head, Rows, Softmax, KP, RM};
     let mut seed = 0x5eed_u64;
     for &(dk, dv) in shapes {
-        let n_keys = 5 * KP;
+        let n_keys = 40 * KP;
         let kt: Vec<f32> = (0..n_keys * dk).map(|_| rng(&mut seed)).collect();
         let v: Vec<f32> = (0..n_keys * dv).map(|_| rng(&mut seed)).collect();
         let kt16: Vec<u16> = kt.iter().map(|&x| crate::fp::f32_to_f16(x)).collect();
         let v16: Vec<u16> = v.iter().map(|&x| crate::fp::f32_to_f16(x)).collect();
         let q: Vec<Vec<f32>> = (0..RM).map(|_| (0..dk).map(|_| 3.0 * rng(&mut seed)).collect()).collect();
         for n in 1..=RM {
-            for (first, last) in [(0usize, 7usize), (3, 40), (17, 79), (0, 79), (33, 33)] {
-                let mut rows = Rows { q: [&[][..]; RM], last: [0; RM], first: [0; RM], n };
+            // the last two cross the chunk boundary (at panel 27 with panel 0 at absolute 5)
+            for (first, last) in [(0usize, 7usize), (3, 40), (17, 79), (0, 79), (33, 33), (300, 620), (0, 639)] {
+                let mut rows = Rows { q: [&[][..]; RM], last: [0; RM], first: [0; RM], n, lo_panel: 5, chunk: None };
                 for (r, qr) in q.iter().enumerate().take(n) {
                     rows.q[r] = qr;
                     rows.last[r] = last - r.min(last - first);
@@ -258,7 +296,8 @@ unsafe fn assert_tiles_equal(a: TileFns, b: TileFns, shapes: &[(usize, usize)]) 
                 }
                 // `b` asks for its panels ahead (a hint: it moves no value)
                 let run = |t: TileFns, half: bool, ahead: bool| {
-                    let mut acc = vec![0f32; RM * dv];
+                    let mut acc = vec![0f32; 2 * RM * dv];
+                    let mut states = [Softmax::EMPTY; RM];
                     let mut outs_buf = vec![vec![f32::NAN; dv]; RM];
                     {
                         let mut outs: [&mut [f32]; RM] = Default::default();
@@ -266,9 +305,9 @@ unsafe fn assert_tiles_equal(a: TileFns, b: TileFns, shapes: &[(usize, usize)]) 
                             *o = &mut b[..];
                         }
                         if half {
-                            t.1(&rows, &Head { kt: &kt16, v: &v16, dk, dv, scale: 0.125, ahead }, &mut acc, &mut outs);
+                            t.1(&rows, &Head { kt: &kt16, v: &v16, dk, dv, scale: 0.125, ahead }, &mut acc, &mut outs, &mut states);
                         } else {
-                            t.0(&rows, &Head { kt: &kt, v: &v, dk, dv, scale: 0.125, ahead }, &mut acc, &mut outs);
+                            t.0(&rows, &Head { kt: &kt, v: &v, dk, dv, scale: 0.125, ahead }, &mut acc, &mut outs, &mut states);
                         }
                     }
                     outs_buf.truncate(n);

@@ -5,6 +5,9 @@
 //! no value. It is not cut further: a pass over the keys costs about the same for 1 row as for 4
 //! (each row's scores are one chain of FMAs, bound by their latency), so balancing 3 units on 2
 //! threads by single rows was slower (SmolLM2 one session 241 → 190 tokens/s).
+//! A decode dispatch with few units splits each unit's keys by chunks instead
+//! ([`Units::by_chunks`]): each task reads its share of the keys once, and the chunks' states
+//! are folded after the dispatch (the bits the unsplit tile gives, see [`super::tiled::fold`]).
 
 use super::{AttnShape, SendPtr, Q_BLOCK};
 use crate::ThreadPool;
@@ -19,20 +22,26 @@ pub(crate) struct Units {
     rows: usize,
     units: usize,
     parts: usize,
+    /// Chunks of keys per unit (1: a task reads all of them) and the first one's index.
+    chunks: usize,
+    first_chunk: usize,
 }
 
-/// One task: KV head `g`, query block `b`, and the range of that unit's rows it computes.
+/// One task: KV head `g`, query block `b` (unit `unit`), the range of that unit's rows it
+/// computes, and the chunk of keys when the keys are split.
 pub(crate) struct Task {
     pub g: usize,
     pub b: usize,
+    pub unit: usize,
     pub rows: Range<usize>,
+    pub chunk: Option<usize>,
 }
 
 impl Units {
     /// One task per unit of a call of shape `s` over `hk` KV heads.
     pub(crate) fn new(s: &AttnShape, hk: usize) -> Units {
         let (group, blocks) = (s.n_head / hk, s.n_q.div_ceil(Q_BLOCK));
-        Units { n_q: s.n_q, group, blocks, rows: s.n_q.min(Q_BLOCK) * group, units: hk * blocks, parts: 1 }
+        Units { n_q: s.n_q, group, blocks, rows: s.n_q.min(Q_BLOCK) * group, units: hk * blocks, parts: 1, chunks: 1, first_chunk: 0 }
     }
 
     pub(crate) fn units(&self) -> usize {
@@ -46,17 +55,34 @@ impl Units {
         Units { parts, ..self }
     }
 
-    pub(crate) fn tasks(&self) -> usize {
-        self.units * self.parts
+    /// Each unit's keys in `chunks` tasks, from chunk `first` on (absolute chunk indices).
+    pub(crate) fn by_chunks(self, first: usize, chunks: usize) -> Units {
+        Units { chunks: chunks.max(1), first_chunk: first, ..self }
     }
 
-    /// Task `t`; its rows stop at the unit's last query (the last block may be short).
+    pub(crate) fn chunks(&self) -> usize {
+        self.chunks
+    }
+
+    /// Rows of a full unit.
+    pub(crate) fn rows(&self) -> usize {
+        self.rows
+    }
+
+    pub(crate) fn tasks(&self) -> usize {
+        self.units * self.parts * self.chunks
+    }
+
+    /// Task `t`; its rows stop at the unit's last query (the last block may be short). A unit's
+    /// chunks are neighbouring tasks, so a thread's share reads a head's keys in order.
     pub(crate) fn task(&self, t: usize) -> Task {
-        let (unit, part) = (t / self.parts, t % self.parts);
+        let (unit, rest) = (t / (self.parts * self.chunks), t % (self.parts * self.chunks));
+        let (part, chunk) = (rest / self.chunks, rest % self.chunks);
         let b = unit % self.blocks;
         let real = (self.n_q - b * Q_BLOCK).min(Q_BLOCK) * self.group;
         let (r0, r1) = (part * self.rows / self.parts, (part + 1) * self.rows / self.parts);
-        Task { g: unit / self.blocks, b, rows: r0.min(real)..r1.min(real) }
+        let chunk = (self.chunks > 1).then_some(self.first_chunk + chunk);
+        Task { g: unit / self.blocks, b, unit, rows: r0.min(real)..r1.min(real), chunk }
     }
 
     /// Query index and query head of row `r` of task `t`'s unit.
