@@ -395,14 +395,7 @@ unsafe fn tile_n<V: V16, E: Lanes, const PIPE: bool, const N: usize>(rows: &Rows
     let mut chunks = 0;
     let mut next_chunk = |p: usize, st: &mut [Softmax; N], acc: &mut [f32]| {
         if p > p0 && (rows.lo_panel + p).is_multiple_of(CHUNK_PANELS) {
-            if chunks == 0 {
-                folded.fill(0.0);
-            }
-            for r in 0..N {
-                fold(&mut ost[r], &mut folded[r * dv..(r + 1) * dv], st[r], &acc[r * dv..(r + 1) * dv]);
-                st[r] = Softmax::EMPTY;
-            }
-            acc.fill(0.0);
+            fold_chunk(st, acc, &mut ost, folded, dv, chunks == 0);
             chunks += 1;
         }
     };
@@ -456,6 +449,22 @@ unsafe fn tile_n<V: V16, E: Lanes, const PIPE: bool, const N: usize>(rows: &Rows
             V::mul(V::load(ap.add(c)), vi).store(o.add(c));
         }
     }
+}
+
+/// Folds the rows' chunk that ends here (`st`, `acc`) into the chunks before it (`ost`,
+/// `folded`, zeroed first at the first chunk), and starts the next afresh. Out of the panel
+/// loop's way (a call per 512 keys).
+#[cold]
+#[inline(never)]
+fn fold_chunk<const N: usize>(st: &mut [Softmax; N], acc: &mut [f32], ost: &mut [Softmax; N], folded: &mut [f32], dv: usize, first: bool) {
+    if first {
+        folded.fill(0.0);
+    }
+    for r in 0..N {
+        fold(&mut ost[r], &mut folded[r * dv..(r + 1) * dv], st[r], &acc[r * dv..(r + 1) * dv]);
+        st[r] = Softmax::EMPTY;
+    }
+    acc.fill(0.0);
 }
 
 /// The unscaled scores of panel `p`: `s[r] = Σ_d q[r][d] · K[p][d][..]`, d in order.
