@@ -84,18 +84,19 @@ mod tests {
     fn learns_the_follower() {
         let pool = ThreadPool::new(2);
         let (a, b) = (0x1000usize, 0x2000usize);
-        ended(&pool, a, SmallVec::from_iter([a + 64..a + 128]));
-        ended(&pool, b, SmallVec::from_iter([b + 64..b + 128]));
+        let reads = |at: usize| -> FirstReads { std::iter::once(at + 64..at + 128).collect() };
+        ended(&pool, a, reads(a));
+        ended(&pool, b, reads(b));
         FOLLOWERS.with(|f| {
             let f = f.borrow();
             assert_eq!(f.next.get(&a).map(|r| r[0].clone()), Some(b + 64..b + 128));
             assert_eq!(f.last, b);
         });
         interrupted();
-        ended(&pool, a, SmallVec::from_iter([a + 64..a + 128]));
+        ended(&pool, a, reads(a));
         FOLLOWERS.with(|f| {
             let f = f.borrow();
-            assert!(f.next.get(&b).is_none(), "a run after an interruption follows no one");
+            assert!(!f.next.contains_key(&b), "a run after an interruption follows no one");
         });
     }
 }

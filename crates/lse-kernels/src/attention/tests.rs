@@ -124,6 +124,20 @@ fn mirror_of(kb: &[u8], vb: &[u8], n_kv: usize, hk: usize, dk: usize) -> TiledMi
     m
 }
 
+/// A view of an f16 cache of `hk` heads of `dk` (K and V), without a mirror.
+fn f16_view<'a>(kb: &'a [u8], vb: &'a [u8], hk: usize, dk: usize) -> KvView<'a> {
+    KvView {
+        ty: GgmlType::F16,
+        k: kb,
+        v: vb,
+        n_head_kv: hk,
+        head_dim_k: dk,
+        head_dim_v: dk,
+        #[cfg(target_arch = "x86_64")]
+        mirror: None,
+    }
+}
+
 /// Jobs sharing one `attention_batch` call give the bits each gives alone, whether or not its
 /// cache keeps a mirror; a bad job is an error.
 #[test]
@@ -205,16 +219,12 @@ fn row_split_keeps_bits() {
     let q: Vec<f32> = (0..nh * dk).map(|_| rng(&mut s)).collect();
     let shape = AttnShape { n_q: 1, q_pos0: n_kv - 1, n_head: nh, scale: 0.0625, window: None };
     for keep in [false, true] {
-        let kv = KvView {
-            ty: GgmlType::F16,
-            k: &kb,
-            v: &vb,
-            n_head_kv: hk,
-            head_dim_k: dk,
-            head_dim_v: dk,
-            #[cfg(target_arch = "x86_64")]
-            mirror: keep.then(|| mirror.view()),
-        };
+        #[allow(unused_mut)] // the mirror is x86_64's
+        let mut kv = f16_view(&kb, &vb, hk, dk);
+        #[cfg(target_arch = "x86_64")]
+        {
+            kv.mirror = keep.then(|| mirror.view());
+        }
         let run = |pool: &ThreadPool| {
             let mut out = vec![f32::NAN; nh * dk];
             attention(Dialect::Simd, pool, AttnKind::Flash, &shape, &q, &kv, &mut out).unwrap();
@@ -238,16 +248,12 @@ fn chunk_split_keeps_bits() {
         let mirror = mirror_of(&kb, &vb, n_kv, hk, dk);
         let q: Vec<f32> = (0..nh * dk).map(|_| 2.0 * rng(&mut s)).collect();
         let shape = AttnShape { n_q: 1, q_pos0: n_kv - 1, n_head: nh, scale: 0.125, window };
-        let kv = KvView {
-            ty: GgmlType::F16,
-            k: &kb,
-            v: &vb,
-            n_head_kv: hk,
-            head_dim_k: dk,
-            head_dim_v: dk,
-            #[cfg(target_arch = "x86_64")]
-            mirror: Some(mirror.view()),
-        };
+        #[allow(unused_mut)] // the mirror is x86_64's
+        let mut kv = f16_view(&kb, &vb, hk, dk);
+        #[cfg(target_arch = "x86_64")]
+        {
+            kv.mirror = Some(mirror.view());
+        }
         let mut lone = vec![f32::NAN; nh * dk];
         attention(Dialect::Simd, &one, AttnKind::Flash, &shape, &q, &kv, &mut lone).unwrap();
         assert!(lone.iter().all(|x| x.is_finite()));
