@@ -13,8 +13,9 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Range;
 
-/// Each worker's first reads in a run (worker `t` at index `t - 1`).
-pub(crate) type FirstReads = SmallVec<[Range<usize>; 4]>;
+/// Each worker's first reads in a run (worker `t` at index `t - 1`; up to 16 threads without a
+/// heap allocation).
+pub(crate) type FirstReads = SmallVec<[Range<usize>; 15]>;
 
 /// Runs remembered before the table starts again (a few hundred per model).
 const MAX_RUNS: usize = 1 << 12;
@@ -57,7 +58,8 @@ pub(crate) fn interrupted() {
     FOLLOWERS.with(|f| f.borrow_mut().last = 0);
 }
 
-/// Weight addresses are distinct and 64-byte aligned: a multiply spreads them.
+/// Weight addresses are distinct and 64-byte aligned: a multiply spreads them into the high bits,
+/// which are folded onto the low ones (the table picks buckets by those).
 #[derive(Default)]
 struct AddressHasher(u64);
 
@@ -71,7 +73,8 @@ impl Hasher for AddressHasher {
         }
     }
     fn write_usize(&mut self, x: usize) {
-        self.0 = (x as u64 >> 6).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let h = (x as u64 >> 6).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.0 = h ^ (h >> 29);
     }
 }
 

@@ -260,7 +260,8 @@ impl ThreadPool {
     }
 
     /// Has worker `t` (1 ..) ask for the memory at `addresses` (into L2, a line at a time)
-    /// whenever it waits for a run, until it has asked for all of it or this is called again:
+    /// while it waits for a run (spinning or yielding; a parked worker asks for nothing), until
+    /// it has asked for all of it or this is called again:
     /// what the next run will read first comes in while memory would idle through the
     /// caller's serial work. A hint that changes no result; an empty range cancels.
     pub fn fetch_while_idle(&self, t: usize, addresses: std::ops::Range<usize>) {

@@ -1,8 +1,9 @@
 //! RMS normalisation over rows, with ggml's numerics: f32 squares summed in f64, then
 //! `scale = 1 / sqrtf(mean + eps)` in f32, `y = x * scale * w`. ggml adds the squares in one
-//! chain; here each row adds them on eight lanes (see [`sum_of_squares`]). An f64 sum of f32
-//! squares carries 29 bits beyond an f32's, so the two orders round to the same f32 mean unless
-//! it lies within ~2⁻²⁹ of a rounding boundary.
+//! chain; here each row adds them on eight lanes (see [`sum_of_squares`]). Both sums of n
+//! positive terms lie within ~n·2⁻⁵³ of the exact one (576 terms: ~2⁻⁴⁴, against the f32
+//! spacing of 2⁻²³), so they round to the same f32 mean unless it lies that close to a rounding
+//! boundary.
 
 /// Normalises each row of `dim` elements of `x` in place and multiplies by `w` (when given).
 pub fn rms_norm(x: &mut [f32], dim: usize, w: Option<&[f32]>, eps: f32) {

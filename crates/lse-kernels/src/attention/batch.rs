@@ -181,14 +181,16 @@ mod tiled {
         for d in &scratch.done[..done] {
             d.store(0, std::sync::atomic::Ordering::Relaxed);
         }
+        // one pointer into each buffer, offset per job (a fresh borrow per job would end the last's)
+        let (acc_at, states_at) = (scratch.acc.as_mut_ptr(), scratch.states.as_mut_ptr());
         let (mut a, mut st, mut dn) = (0, 0, 0);
         jobs.iter()
             .zip(units)
             .map(|(j, u)| {
                 let n = slots(u);
                 let p = (n > 0).then(|| ChunkParts {
-                    acc: SendPtr(scratch.acc[a..].as_mut_ptr()),
-                    states: scratch.states[st..].as_mut_ptr(),
+                    acc: SendPtr(acc_at.wrapping_add(a)),
+                    states: states_at.wrapping_add(st),
                     first_chunk: j.chunks().0,
                     chunks: u.chunks(),
                     rows: u.rows(),
@@ -203,6 +205,7 @@ mod tiled {
     /// Folds the chunks of `task`'s rows (a decode row's: query 0) in order and writes their
     /// outputs.
     fn fold_chunks(j: &InPlace, u: &Units, p: &ChunkParts, task: &Task) {
+        debug_assert_eq!(j.s.n_q, 1, "only decode rows split their keys");
         FOLDED.with(|f| {
             let mut folded = f.borrow_mut();
             folded.resize(j.dv, 0.0);
@@ -210,7 +213,7 @@ mod tiled {
                 let mut st = Softmax::EMPTY;
                 folded.fill(0.0);
                 for c in 0..p.chunks {
-                    let slot = (task.unit * p.chunks + c) * p.rows + r;
+                    let slot = p.slot_of(task.unit, c, r);
                     // SAFETY: every chunk task of these rows has written its slot (counted).
                     let (cs, ca) = unsafe { (*p.states.add(slot), std::slice::from_raw_parts(p.acc.0.add(slot * j.dv), j.dv)) };
                     fold(&mut st, &mut folded, cs, ca);

@@ -403,14 +403,19 @@ unsafe impl Sync for ChunkParts {}
 #[cfg(target_arch = "x86_64")]
 impl ChunkParts {
     fn slot(&self, task: &units::Task, r: usize) -> usize {
-        let c = task.chunk.map_or(0, |c| c - self.first_chunk);
-        (task.unit * self.chunks + c) * self.rows + r
+        self.slot_of(task.unit, task.chunk.map_or(0, |c| c - self.first_chunk), r)
+    }
+
+    /// The slot of row `r` of unit `unit`'s chunk `c` (counted from the call's first).
+    fn slot_of(&self, unit: usize, c: usize, r: usize) -> usize {
+        (unit * self.chunks + c) * self.rows + r
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 thread_local! {
-    /// The micro-tile's accumulator scratch (`RM·dv` floats), kept per thread across tasks.
+    /// The micro-tile's accumulator scratch (`2·RM·dv` floats: a chunk's and the folded chunks'
+    /// before it), kept per thread across tasks.
     static TILE_ACC: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 

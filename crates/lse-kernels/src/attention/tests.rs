@@ -236,13 +236,14 @@ fn row_split_keeps_bits() {
     }
 }
 
-/// Decode rows whose keys a two-thread batch splits by chunks (one or three KV heads, up to
-/// four chunks, windows starting inside a chunk) give the bits of the unsplit tile on one thread.
+/// Decode rows whose keys a two-thread batch splits by chunks (three KV heads: two to four
+/// chunks, windows starting inside a chunk) give the bits of the unsplit tile on one thread; so
+/// do one KV head's, which the batch cuts by rows instead.
 #[test]
 fn chunk_split_keeps_bits() {
     let (one, two) = (ThreadPool::new(1), ThreadPool::new(2));
     let mut s = 11u64;
-    for &(nh, hk, dk, n_kv, window) in &[(4usize, 1usize, 256usize, 1100usize, None), (9, 3, 64, 777, None), (9, 3, 64, 600, Some(500usize)), (4, 1, 64, 1300, Some(600))] {
+    for &(nh, hk, dk, n_kv, window) in &[(9usize, 3usize, 64usize, 777usize, None), (9, 3, 64, 600, Some(500usize)), (9, 3, 64, 1600, None), (9, 3, 64, 2000, Some(1100)), (4, 1, 256, 1100, None), (4, 1, 64, 1300, Some(600))] {
         let (kb, vb) = f16_cache(n_kv, hk, dk, &mut s);
         #[cfg(target_arch = "x86_64")]
         let mirror = mirror_of(&kb, &vb, n_kv, hk, dk);
@@ -263,6 +264,41 @@ fn chunk_split_keeps_bits() {
             let same = out.iter().zip(&lone).all(|(a, b)| a.to_bits() == b.to_bits());
             assert!(same, "{} threads, {hk} kv heads, {n_kv} keys, window {window:?}", pool.threads());
         }
+    }
+}
+
+/// Two decode jobs split by chunks in one three-thread dispatch (two KV heads each: 4 units on 3
+/// threads; three chunks each, one windowed), beside a prefill job, give each job's lone bits.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn split_jobs_share_a_dispatch() {
+    let (one, three) = (ThreadPool::new(1), ThreadPool::new(3));
+    let mut s = 23u64;
+    let (nh, hk, dk) = (4usize, 2usize, 64usize);
+    // (keys, query rows, window, mirror kept)
+    let jobs = [(1200usize, 1usize, None, true), (1700, 1, Some(1000usize), true), (90, 5, None, false)];
+    let caches: Vec<_> = jobs.iter().map(|&(n_kv, ..)| f16_cache(n_kv, hk, dk, &mut s)).collect();
+    let mirrors: Vec<TiledMirror> = jobs.iter().zip(&caches).map(|(j, (kb, vb))| mirror_of(kb, vb, j.0, hk, dk)).collect();
+    let qs: Vec<Vec<f32>> = jobs.iter().map(|j| (0..j.1 * nh * dk).map(|_| 2.0 * rng(&mut s)).collect()).collect();
+    let view = |i: usize| {
+        let mut kv = f16_view(&caches[i].0, &caches[i].1, hk, dk);
+        kv.mirror = jobs[i].3.then(|| mirrors[i].view());
+        kv
+    };
+    let shape = |i: usize| AttnShape { n_q: jobs[i].1, q_pos0: jobs[i].0 - jobs[i].1, n_head: nh, scale: 0.125, window: jobs[i].2 };
+    let lone: Vec<Vec<f32>> = (0..jobs.len())
+        .map(|i| {
+            let mut out = vec![f32::NAN; jobs[i].1 * nh * dk];
+            attention(Dialect::Simd, &one, AttnKind::Flash, &shape(i), &qs[i], &view(i), &mut out).unwrap();
+            out
+        })
+        .collect();
+    let mut outs: Vec<Vec<f32>> = jobs.iter().map(|j| vec![f32::NAN; j.1 * nh * dk]).collect();
+    let mut batch: Vec<AttnJob> = outs.iter_mut().enumerate().map(|(i, out)| AttnJob { shape: shape(i), q: &qs[i], kv: view(i), out }).collect();
+    attention_batch(Dialect::Simd, &three, AttnKind::Flash, &mut batch).unwrap();
+    for i in 0..jobs.len() {
+        assert!(lone[i].iter().all(|x| x.is_finite()), "job {i}");
+        assert!(outs[i].iter().zip(&lone[i]).all(|(a, b)| a.to_bits() == b.to_bits()), "job {i}");
     }
 }
 
