@@ -155,8 +155,6 @@ mod tiled {
 
     thread_local! {
         static CHUNK_SCRATCH: std::cell::RefCell<ChunkScratch> = std::cell::RefCell::default();
-        /// A folding task's accumulator.
-        static FOLDED: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
     }
 
     /// The slots of each job whose keys are split by chunks, in `scratch`.
@@ -202,27 +200,27 @@ mod tiled {
             .collect()
     }
 
-    /// Folds the chunks of `task`'s rows (a decode row's: query 0) in order and writes their
-    /// outputs.
+    /// Folds the chunks of `task`'s rows (a decode row's: query 0) in order, into the first
+    /// chunk's slot (a chunk without a key left its accumulator zero: the same as folding from
+    /// nothing), and writes their outputs.
     fn fold_chunks(j: &InPlace, u: &Units, p: &ChunkParts, task: &Task) {
         debug_assert_eq!(j.s.n_q, 1, "only decode rows split their keys");
-        FOLDED.with(|f| {
-            let mut folded = f.borrow_mut();
-            folded.resize(j.dv, 0.0);
-            for r in task.rows.clone() {
-                let mut st = Softmax::EMPTY;
-                folded.fill(0.0);
-                for c in 0..p.chunks {
-                    let slot = p.slot_of(task.unit, c, r);
-                    // SAFETY: every chunk task of these rows has written its slot (counted).
-                    let (cs, ca) = unsafe { (*p.states.add(slot), std::slice::from_raw_parts(p.acc.0.add(slot * j.dv), j.dv)) };
-                    fold(&mut st, &mut folded, cs, ca);
-                }
-                let h = u.query_head(task, r).1;
-                // SAFETY: the job's output row of head h, written by this task only.
-                let out = unsafe { std::slice::from_raw_parts_mut(j.out.0.add(h * j.dv), j.dv) };
-                normalise(st, &folded, out);
+        for r in task.rows.clone() {
+            // SAFETY: every chunk task of these rows has written its slot (counted), and none
+            // touches them again: this task alone reads them, and writes the first.
+            let slot = |c: usize| unsafe {
+                let at = p.slot_of(task.unit, c, r);
+                (*p.states.add(at), std::slice::from_raw_parts_mut(p.acc.0.add(at * j.dv), j.dv))
+            };
+            let (mut st, folded) = slot(0);
+            for c in 1..p.chunks {
+                let (cs, ca) = slot(c);
+                fold(&mut st, folded, cs, ca);
             }
-        });
+            let h = u.query_head(task, r).1;
+            // SAFETY: the job's output row of head h, written by this task only.
+            let out = unsafe { std::slice::from_raw_parts_mut(j.out.0.add(h * j.dv), j.dv) };
+            normalise(st, folded, out);
+        }
     }
 }

@@ -429,9 +429,7 @@ unsafe fn tile_n<V: V16, E: Lanes, const PIPE: bool, const N: usize>(rows: &Rows
         }
     }
     if chunks > 0 {
-        for r in 0..N {
-            fold(&mut ost[r], &mut folded[r * dv..(r + 1) * dv], st[r], &acc[r * dv..(r + 1) * dv]);
-        }
+        fold_chunk(&mut st, acc, &mut ost, folded, dv, false);
     }
     let (st, acc) = if chunks > 0 { (&ost, &*folded) } else { (&st, &*acc) };
     for r in 0..N {
@@ -453,7 +451,7 @@ unsafe fn tile_n<V: V16, E: Lanes, const PIPE: bool, const N: usize>(rows: &Rows
 
 /// Folds the rows' chunk that ends here (`st`, `acc`) into the chunks before it (`ost`,
 /// `folded`, zeroed first at the first chunk), and starts the next afresh. Out of the panel
-/// loop's way (a call per 512 keys).
+/// loop's way (a call per 512 keys, and one at the end of a tile that crossed a chunk).
 #[cold]
 #[inline(never)]
 fn fold_chunk<const N: usize>(st: &mut [Softmax; N], acc: &mut [f32], ost: &mut [Softmax; N], folded: &mut [f32], dv: usize, first: bool) {

@@ -5,9 +5,10 @@
 //! no value. It is not cut further: a pass over the keys costs about the same for 1 row as for 4
 //! (each row's scores are one chain of FMAs, bound by their latency), so balancing 3 units on 2
 //! threads by single rows was slower (SmolLM2 one session 241 → 190 tokens/s).
-//! A decode dispatch with few units splits each unit's keys by chunks instead
-//! ([`Units::by_chunks`]): each task reads its share of the keys once, and the chunks' states
-//! are folded after the dispatch (the bits the unsplit tile gives, see [`super::tiled::fold`]).
+//! A decode dispatch whose units do not share out evenly splits each unit's keys by chunks
+//! instead ([`Units::by_chunks`]): each task reads its share of the keys once, and the last of a
+//! unit's chunk tasks folds their states (the bits the unsplit tile gives, see
+//! [`super::tiled::fold`]).
 
 use super::{AttnShape, SendPtr, Q_BLOCK};
 use crate::ThreadPool;
