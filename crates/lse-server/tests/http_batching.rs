@@ -36,6 +36,23 @@ fn streamed(events: &[Value]) -> (String, Vec<Value>, Vec<Value>) {
     (text, toks, lps)
 }
 
+/// llama-server's `llamacpp:*` series after the 16 streams of 24 tokens (and nothing else).
+fn llamacpp_series_agree(s: &Server) {
+    assert_eq!(s.metric("llamacpp:tokens_predicted_total"), 16.0 * 24.0);
+    assert_eq!(s.metric("llamacpp:n_decode_total"), s.metric("lse_forwards_total"));
+    let uncached = s.metric("lse_prompt_tokens_total") - s.metric("lse_prompt_tokens_cached_total");
+    assert_eq!(s.metric("llamacpp:prompt_tokens_total"), uncached);
+    assert!(s.metric("llamacpp:prompt_seconds_total") > 0.0 && s.metric("llamacpp:tokens_predicted_seconds_total") > 0.0);
+    assert!(s.metric("llamacpp:prompt_tokens_seconds") > 0.0 && s.metric("llamacpp:predicted_tokens_seconds") > 0.0);
+    let busy = s.metric("llamacpp:n_busy_slots_per_decode");
+    assert!(busy > 1.0 && busy <= 16.0, "busy sequences per forward {busy}");
+    // each prompt is a short sentence (under 20 tokens) and 24 tokens follow it
+    let longest = s.metric("llamacpp:n_tokens_max");
+    assert!((25.0..44.0).contains(&longest), "longest sequence {longest}");
+    assert_eq!(s.metric("llamacpp:requests_processing"), 0.0);
+    assert_eq!(s.metric("llamacpp:requests_deferred"), 0.0);
+}
+
 #[test]
 fn sixteen_concurrent_streams_match_their_solo_runs() {
     let Some(m) = model() else { return };
@@ -60,6 +77,7 @@ fn sixteen_concurrent_streams_match_their_solo_runs() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     assert_eq!(s.metric("lse_busy_sequences"), 0.0);
+    llamacpp_series_agree(&s);
     for (i, (text, toks, lps)) in results.iter().enumerate() {
         assert_eq!(toks.len(), 24, "stream {i}");
         let solo = s.post("/v1/completions", &body(i, false)).json();
