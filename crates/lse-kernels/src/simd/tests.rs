@@ -280,6 +280,14 @@ fn q8k_split32_is_byte_identical() {
                 x[300] = -50.0;
                 x[301] = 50.0;
             }
+            if rep == 3 {
+                // the same, the positive first and the two in different vectors of the block
+                x[520] = 50.0;
+                x[700] = -50.0;
+            }
+            if rep == 4 {
+                x[768..1024].fill(-0.0); // a super-block of negative zeros
+            }
             let mut want = vec![0u8; m * xrb];
             crate::matmul::quantize_rows_q8k_split(&pool, Level::Scalar, &x, k, m, &mut want, xrb, sub16);
             for &lv in available_levels().iter() {

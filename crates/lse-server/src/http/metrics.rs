@@ -23,15 +23,15 @@ pub struct Metrics {
     pub scoring_requests: AtomicU64,
     /// Running sequences summed over the forwards (llama-server's busy slots per decode).
     pub busy_at_forwards: AtomicU64,
-    /// The longest sequence seen (prompt and generated tokens).
+    /// The most tokens one sequence has held in its KV cache.
     pub longest_sequence: AtomicU64,
-    /// Finished generations' prompt tokens not found in a kept session, and their times from
-    /// the start in the running batch to the first token (llama-server's prompt timings).
-    pub timed_prompt_tokens: AtomicU64,
-    pub prompt_ns: AtomicU64,
-    /// Finished generations' tokens and their times from the first token to the end.
-    pub timed_predicted_tokens: AtomicU64,
+    /// Nanoseconds spent in forwards that fed prompt rows.
+    pub prompt_step_ns: AtomicU64,
+    /// Finished generations' times from their first token to their end.
     pub predicted_ns: AtomicU64,
+    /// The same prompt and generation tallies since the last scrape (llama-server's rate
+    /// gauges average over the time between two scrapes).
+    pub window: [AtomicU64; 4],
 }
 
 impl Metrics {
@@ -39,6 +39,11 @@ impl Metrics {
     pub fn step(&self, busy: usize, rows: usize, prompt_rows: usize, decode_rows: usize, ns: u64) {
         self.forwards.fetch_add(1, Relaxed);
         self.busy_at_forwards.fetch_add(busy as u64, Relaxed);
+        if prompt_rows > 0 {
+            self.prompt_step_ns.fetch_add(ns, Relaxed);
+            self.window[PROMPT_ROWS].fetch_add(prompt_rows as u64, Relaxed);
+            self.window[PROMPT_NS].fetch_add(ns, Relaxed);
+        }
         self.rows.fetch_add(rows as u64, Relaxed);
         self.prompt_rows.fetch_add(prompt_rows as u64, Relaxed);
         self.decode_rows.fetch_add(decode_rows as u64, Relaxed);
@@ -77,36 +82,45 @@ impl Metrics {
         s
     }
 
-    /// Records a finished generation's tokens and timings.
-    pub fn finished(&self, new_prompt_tokens: usize, prompt_seconds: f64, completion_tokens: usize, predicted_seconds: f64) {
-        self.timed_prompt_tokens.fetch_add(new_prompt_tokens as u64, Relaxed);
-        self.prompt_ns.fetch_add((prompt_seconds * 1e9) as u64, Relaxed);
-        self.timed_predicted_tokens.fetch_add(completion_tokens as u64, Relaxed);
-        self.predicted_ns.fetch_add((predicted_seconds * 1e9) as u64, Relaxed);
+    /// Records a finished generation: its tokens and the time from its first to its last.
+    pub fn finished(&self, completion_tokens: usize, predicted_seconds: f64) {
+        // the first token comes with the prompt's last forward, as llama-server counts it
+        let (steps, ns) = (completion_tokens.saturating_sub(1) as u64, (predicted_seconds * 1e9) as u64);
+        self.predicted_ns.fetch_add(ns, Relaxed);
+        self.window[PREDICTED_STEPS].fetch_add(steps, Relaxed);
+        self.window[PREDICTED_NS].fetch_add(ns, Relaxed);
     }
 
-    /// llama-server's series (`llamacpp:*`, as its `--metrics` writes them), so that dashboards
-    /// made for it read LSE too. Its prompt and generation times are per sequence (start to first
-    /// token, first token to end), summed when a generation finishes.
+    /// llama-server's series (`llamacpp:*`, as its `--metrics` writes them, less the speculative
+    /// decoding ones), so that dashboards made for it read LSE too: prompt tokens are the rows
+    /// the forwards fed and their time the forwards' wall time; generation time runs per
+    /// sequence from its first token to its end; the two rates cover the time since the last
+    /// scrape, which restarts them.
     fn render_llamacpp(&self, s: &mut String) {
-        let g = |a: &AtomicU64| a.load(Relaxed);
-        let per = |n: f64, d: f64| if d > 0.0 { n / d } else { 0.0 };
-        let (prompt_s, predicted_s) = (g(&self.prompt_ns) as f64 / 1e9, g(&self.predicted_ns) as f64 / 1e9);
+        let g = |a: &AtomicU64| a.load(Relaxed) as f64;
+        let rate = |n: f64, ns: f64| if ns > 0.0 { n * 1e9 / ns } else { 0.0 };
+        let w = self.window.each_ref().map(|a| a.swap(0, Relaxed) as f64);
         let mut put = |name: &str, kind: &str, help: &str, v: f64| {
             let _ = writeln!(s, "# HELP llamacpp:{name} {help}\n# TYPE llamacpp:{name} {kind}\nllamacpp:{name} {v}");
         };
-        let uncached = g(&self.prompt_tokens).saturating_sub(g(&self.prompt_tokens_cached));
-        put("prompt_tokens_total", "counter", "Number of prompt tokens processed, excluding cached tokens.", uncached as f64);
-        put("prompt_tokens_cached_total", "counter", "Number of prompt tokens reused from the cache.", g(&self.prompt_tokens_cached) as f64);
-        put("prompt_seconds_total", "counter", "Total time spent processing prompts.", prompt_s);
-        put("tokens_predicted_total", "counter", "Number of generation tokens processed.", g(&self.generated_tokens) as f64);
-        put("tokens_predicted_seconds_total", "counter", "Total time spent generating tokens.", predicted_s);
-        put("n_decode_total", "counter", "Total number of batched forwards.", g(&self.forwards) as f64);
-        put("n_tokens_max", "counter", "Largest observed sequence length (prompt + generation).", g(&self.longest_sequence) as f64);
-        put("prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s.", per(g(&self.timed_prompt_tokens) as f64, prompt_s));
-        put("predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s.", per(g(&self.timed_predicted_tokens) as f64, predicted_s));
-        put("requests_processing", "gauge", "Number of requests processing.", g(&self.busy_sequences) as f64);
-        put("requests_deferred", "gauge", "Number of requests deferred.", g(&self.queue_depth) as f64);
-        put("n_busy_slots_per_decode", "gauge", "Average number of busy slots per batched forward.", per(g(&self.busy_at_forwards) as f64, g(&self.forwards) as f64));
+        put("prompt_tokens_total", "counter", "Number of prompt tokens processed, excluding cached tokens.", g(&self.prompt_rows));
+        put("prompt_tokens_cached_total", "counter", "Number of prompt tokens reused from the cache.", g(&self.prompt_tokens_cached));
+        put("prompt_seconds_total", "counter", "Total time spent processing prompts.", g(&self.prompt_step_ns) / 1e9);
+        put("tokens_predicted_total", "counter", "Number of generation tokens processed.", g(&self.generated_tokens));
+        put("tokens_predicted_seconds_total", "counter", "Total time spent generating tokens.", g(&self.predicted_ns) / 1e9);
+        put("n_decode_total", "counter", "Total number of batched forwards.", g(&self.forwards));
+        put("n_tokens_max", "counter", "Largest observed sequence length (prompt + generation).", g(&self.longest_sequence));
+        put("prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s.", rate(w[PROMPT_ROWS], w[PROMPT_NS]));
+        put("predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s.", rate(w[PREDICTED_STEPS], w[PREDICTED_NS]));
+        put("requests_processing", "gauge", "Number of requests processing.", g(&self.busy_sequences));
+        put("requests_deferred", "gauge", "Number of requests deferred.", g(&self.queue_depth));
+        let forwards = g(&self.forwards);
+        put("n_busy_slots_per_decode", "gauge", "Average number of busy slots per batched forward.", if forwards > 0.0 { g(&self.busy_at_forwards) / forwards } else { 0.0 });
     }
 }
+
+/// The slots of [`Metrics::window`].
+const PROMPT_ROWS: usize = 0;
+const PROMPT_NS: usize = 1;
+const PREDICTED_STEPS: usize = 2;
+const PREDICTED_NS: usize = 3;

@@ -434,7 +434,7 @@ impl Worker {
             }
             let new_steps = r.seq.steps.len() - r.steps_sent;
             metrics.generated_tokens.fetch_add(new_steps as u64, Relaxed);
-            metrics.longest_sequence.fetch_max((r.seq.prompt().len() + r.seq.steps.len()) as u64, Relaxed);
+            metrics.longest_sequence.fetch_max(r.seq.session.len() as u64, Relaxed);
             let steps = r.seq.steps[r.steps_sent..].to_vec();
             r.steps_sent = r.seq.steps.len();
             let done = r.seq.finish;
@@ -453,7 +453,7 @@ impl Worker {
                     prompt_seconds: (first - r.started).as_secs_f64(),
                     predicted_seconds: (now - first).as_secs_f64(),
                 };
-                metrics.finished(end.prompt_tokens.saturating_sub(end.cached_tokens), end.prompt_seconds, end.completion_tokens, end.predicted_seconds);
+                metrics.finished(end.completion_tokens, end.predicted_seconds);
                 let _ = r.tx.send(Event::Done { index: r.index, end });
             }
         }

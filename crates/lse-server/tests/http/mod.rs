@@ -211,12 +211,19 @@ impl Server {
 
     /// A metric's value from `/metrics`.
     pub fn metric(&self, name: &str) -> f64 {
+        let all = self.scrape();
+        *all.get(name).unwrap_or_else(|| panic!("no metric {name} in {all:?}"))
+    }
+
+    /// Every metric of one `/metrics` scrape, by name.
+    pub fn scrape(&self) -> std::collections::HashMap<String, f64> {
         let r = self.get("/metrics");
         assert_eq!(r.status, 200);
         r.text
             .lines()
-            .find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix(' ')).map(|v| v.trim().parse::<f64>().unwrap()))
-            .unwrap_or_else(|| panic!("no metric {name} in {}", r.text))
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.split_once(' ').map(|(name, v)| (name.to_string(), v.trim().parse::<f64>().unwrap())))
+            .collect()
     }
 
     /// SIGTERM; the exit status (`None` if it did not exit within 20 s, then it is killed).
