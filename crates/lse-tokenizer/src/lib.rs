@@ -232,6 +232,11 @@ impl Tokenizer {
         self.vocab.bos
     }
 
+    /// What loading set aside (special token ids outside the vocabulary), one line each.
+    pub fn load_notes(&self) -> &[String] {
+        &self.vocab.load_notes
+    }
+
     pub fn eos_id(&self) -> Option<u32> {
         self.vocab.eos
     }

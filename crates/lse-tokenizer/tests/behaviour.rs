@@ -11,6 +11,11 @@ fn strings(v: &[&str]) -> Value {
 
 /// A tiny byte-level BPE vocabulary with the given pre-type.
 fn tiny_bpe(pre: Option<&str>) -> Result<Tokenizer, TokenizerError> {
+    tiny_bpe_with(pre, &[])
+}
+
+/// [`tiny_bpe`] with more metadata.
+fn tiny_bpe_with(pre: Option<&str>, extra: &[(&str, Value)]) -> Result<Tokenizer, TokenizerError> {
     let map = |b: u8| -> String {
         // GPT-2 characters of the bytes used below
         match b {
@@ -37,8 +42,21 @@ fn tiny_bpe(pre: Option<&str>) -> Result<Tokenizer, TokenizerError> {
     w.add_kv("tokenizer.ggml.token_type", Value::Array(types));
     w.add_kv("tokenizer.ggml.merges", strings(&["a b", "\u{120} ab"]));
     w.add_kv("tokenizer.ggml.bos_token_id", Value::U32(5));
+    for (k, v) in extra {
+        w.add_kv(*k, v.clone());
+    }
     let f = GgufFile::from_bytes(w.to_bytes().unwrap()).unwrap();
     Tokenizer::from_gguf(&f)
+}
+
+/// A special token id past the vocabulary is set aside for the default, and said so (llama.cpp
+/// warns "bad special token" and uses its default id).
+#[test]
+fn special_ids_outside_the_vocabulary_are_noted() {
+    assert!(tiny_bpe(Some("gpt-2")).unwrap().load_notes().is_empty());
+    let tok = tiny_bpe_with(Some("gpt-2"), &[("tokenizer.ggml.eos_token_id", Value::U32(99)), ("tokenizer.ggml.eot_token_id", Value::U32(4))]).unwrap();
+    assert_eq!(tok.eot_id(), Some(4));
+    assert_eq!(tok.load_notes(), ["tokenizer.ggml.eos_token_id = 99 is outside the vocabulary of 6 tokens; using none"]);
 }
 
 #[test]

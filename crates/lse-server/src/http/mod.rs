@@ -98,6 +98,9 @@ fn load(app: AppState, args: Args, model: std::path::PathBuf) -> Option<std::thr
             std::process::exit(1);
         }
     };
+    for note in engine.tokenizer().load_notes() {
+        eprintln!("lse-server: {note}");
+    }
     let gguf_template = lse_engine::open_model_metadata(&model).ok().and_then(|f| f.get_str("tokenizer.chat_template").map(str::to_string));
     let chat_template = template::choose(args.serve.chat_template.as_deref(), gguf_template);
     let parallel = args.serve.parallel.max(1);

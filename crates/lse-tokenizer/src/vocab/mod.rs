@@ -86,6 +86,9 @@ pub struct Vocab {
     pub precompiled_charsmap: Vec<u8>,
     /// Ids of CONTROL, USER_DEFINED and UNKNOWN tokens, longest text first.
     pub special_by_length: Vec<u32>,
+    /// What loading set aside (special token ids outside the vocabulary), one line each, for the
+    /// front ends to show as llama.cpp warns of them.
+    pub load_notes: Vec<String>,
 }
 
 /// The vocabulary-sized metadata arrays a tokenizer copies what it needs from: a loader may drop
@@ -272,11 +275,18 @@ impl Vocab {
         let n = texts.len();
 
         // special token ids: defaults out of range are dropped; file ids out of range are ignored
+        // (noted, as llama.cpp warns of them)
         let in_range = |id: Option<u32>| id.filter(|&i| (i as usize) < n);
+        let notes = std::cell::RefCell::new(Vec::new());
         let from_file = |key: &str, default: Option<u32>| -> Option<u32> {
             match f.get(key).and_then(Value::as_u64) {
                 Some(id) if (id as usize) < n => Some(id as u32),
-                _ => default,
+                Some(id) => {
+                    let instead = default.map_or("none".to_string(), |d| format!("token {d}"));
+                    notes.borrow_mut().push(format!("{key} = {id} is outside the vocabulary of {n} tokens; using {instead}"));
+                    default
+                }
+                None => default,
             }
         };
         let bos = from_file(K_BOS, in_range(d.bos));
@@ -367,6 +377,7 @@ impl Vocab {
             strip_accents,
             precompiled_charsmap,
             special_by_length: Vec::new(),
+            load_notes: notes.into_inner(),
         };
         vocab.find_specials();
         vocab.special_by_length = (0..n as u32)
