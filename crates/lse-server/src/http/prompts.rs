@@ -41,9 +41,7 @@ fn one(engine: &Engine, v: &Value, key: &str, suffix: Option<&str>) -> ApiResult
         }
         _ => return Err(ApiError::bad_request(format!("\"{key}\" must be a string, a list of token ids, or a list of those"))),
     };
-    if let Some((i, &id)) = p.ids.iter().enumerate().find(|(_, &t)| t as usize >= engine.n_vocab()) {
-        return Err(ApiError::bad_request(format!("token id {id} at index {i} of \"{key}\" is outside the vocabulary of {}", engine.n_vocab())));
-    }
+    super::options::ids_in_vocabulary(&p.ids, engine.n_vocab(), Some(key))?;
     if p.ids.is_empty() {
         return Err(ApiError::bad_request(format!("\"{key}\" has no tokens")));
     }

@@ -51,9 +51,7 @@ pub fn prompt_logprobs(
     kept: &mut ScoredPrompts,
     between: &mut dyn FnMut() -> bool,
 ) -> Result<(Vec<PromptLogprob>, usize), ApiError> {
-    if let Some((i, &id)) = ids.iter().enumerate().find(|(_, &t)| t as usize >= engine.n_vocab()) {
-        return Err(ApiError::bad_request(format!("token id {id} at index {i} is outside the vocabulary of {}", engine.n_vocab())));
-    }
+    super::options::ids_in_vocabulary(ids, engine.n_vocab(), None)?;
     super::options::prompt_fits(ids.len(), engine.kv_capacity(), false)?;
     if ids.len() < 2 {
         return Ok((Vec::new(), 0));

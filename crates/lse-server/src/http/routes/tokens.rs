@@ -45,10 +45,7 @@ pub async fn detokenize(State(app): State<AppState>, JsonObject(body): JsonObjec
     let f = Fields(&body);
     let v = f.get("tokens").ok_or_else(|| ApiError::bad_request("\"tokens\" is required"))?;
     let ids = token_ids("tokens", v)?;
-    let n = r.engine.n_vocab();
-    if let Some((i, &id)) = ids.iter().enumerate().find(|(_, &t)| t as usize >= n) {
-        return Err(ApiError::bad_request(format!("token id {id} at index {i} is outside the vocabulary of {n}")));
-    }
+    crate::http::options::ids_in_vocabulary(&ids, r.engine.n_vocab(), None)?;
     let text = String::from_utf8_lossy(&r.engine.tokenizer().detokenize(&ids, false, true)).into_owned();
     Ok(Json(json!({ "prompt": text, "content": text })))
 }
