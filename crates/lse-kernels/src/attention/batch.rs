@@ -159,12 +159,11 @@ mod tiled {
 
     /// The slots of each job whose keys are split by chunks, in `scratch`.
     fn chunk_parts(jobs: &[InPlace], units: &[Units], scratch: &mut ChunkScratch) -> SmallVec<[Option<ChunkParts>; JOBS]> {
-        let slots = |u: &Units| if u.chunks() > 1 { u.units() * u.chunks() * u.rows() } else { 0 };
         let counted = |u: &Units| if u.chunks() > 1 { u.tasks() / u.chunks() } else { 0 };
         let (mut acc, mut states, mut done) = (0, 0, 0);
         for (j, u) in jobs.iter().zip(units) {
-            acc += slots(u) * j.dv;
-            states += slots(u);
+            acc += u.chunk_slots() * j.dv;
+            states += u.chunk_slots();
             done += counted(u);
         }
         if scratch.acc.len() < acc {
@@ -185,15 +184,8 @@ mod tiled {
         jobs.iter()
             .zip(units)
             .map(|(j, u)| {
-                let n = slots(u);
-                let p = (n > 0).then(|| ChunkParts {
-                    acc: SendPtr(acc_at.wrapping_add(a)),
-                    states: states_at.wrapping_add(st),
-                    first_chunk: j.chunks().0,
-                    chunks: u.chunks(),
-                    rows: u.rows(),
-                    first_done: dn,
-                });
+                let n = u.chunk_slots();
+                let p = (n > 0).then(|| ChunkParts { acc: SendPtr(acc_at.wrapping_add(a)), states: states_at.wrapping_add(st), first_done: dn });
                 (a, st, dn) = (a + n * j.dv, st + n, dn + counted(u));
                 p
             })
@@ -209,11 +201,11 @@ mod tiled {
             // SAFETY: every chunk task of these rows has written its slot (counted), and none
             // touches them again: this task alone reads them, and writes the first.
             let slot = |c: usize| unsafe {
-                let at = p.slot_of(task.unit, c, r);
+                let at = u.chunk_slot(task.unit, c, r);
                 (*p.states.add(at), std::slice::from_raw_parts_mut(p.acc.0.add(at * j.dv), j.dv))
             };
             let (mut st, folded) = slot(0);
-            for c in 1..p.chunks {
+            for c in 1..u.chunks() {
                 let (cs, ca) = slot(c);
                 fold(&mut st, folded, cs, ca);
             }

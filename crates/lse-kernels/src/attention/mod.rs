@@ -355,7 +355,7 @@ fn tiled_task<E: tiled::Lanes>(
             rows.last[r] = t - lo;
             rows.first[r] = first - lo;
             let at = match chunk {
-                Some((_, p)) => p.acc.0.wrapping_add(p.slot(task, r0 + r) * dv),
+                Some((_, p)) => p.acc.0.wrapping_add(units.task_slot(task, r0 + r) * dv),
                 None => op.0.wrapping_add((i * s.n_head + h) * dv),
             };
             // SAFETY: output row (i, h), or its slot for this chunk, belongs to this task only.
@@ -374,7 +374,7 @@ fn tiled_task<E: tiled::Lanes>(
         if let Some((_, p)) = chunk {
             for (r, st) in states.iter().enumerate().take(n) {
                 // SAFETY: as the accumulator's slot above.
-                unsafe { *p.states.wrapping_add(p.slot(task, r0 + r)) = *st };
+                unsafe { *p.states.wrapping_add(units.task_slot(task, r0 + r)) = *st };
             }
         }
         r0 += n;
@@ -382,16 +382,13 @@ fn tiled_task<E: tiled::Lanes>(
     TILE_ACC.set(acc);
 }
 
-/// Where the tasks of one chunk of keys leave their rows (see [`units::Task::chunk`]): row `r`
-/// of unit `u`'s chunk `c` (counted from the call's first) at slot `(u·chunks + c)·rows + r`,
-/// its accumulator `dv` floats from `acc + slot·dv`, its state at `states + slot`.
+/// Where the tasks of one chunk of keys leave their rows (see [`units::Task::chunk`]): the row
+/// at slot `i` ([`Units::chunk_slot`]) has its accumulator `dv` floats from `acc + i·dv` and its
+/// state at `states + i`.
 #[cfg(target_arch = "x86_64")]
 struct ChunkParts {
     acc: SendPtr,
     states: *mut tiled::Softmax,
-    first_chunk: usize,
-    chunks: usize,
-    rows: usize,
     /// The index of this job's first (unit, row range) in the dispatch's counts of finished chunks.
     first_done: usize,
 }
@@ -399,18 +396,6 @@ struct ChunkParts {
 #[cfg(target_arch = "x86_64")]
 // SAFETY: tasks write disjoint slots only.
 unsafe impl Sync for ChunkParts {}
-
-#[cfg(target_arch = "x86_64")]
-impl ChunkParts {
-    fn slot(&self, task: &units::Task, r: usize) -> usize {
-        self.slot_of(task.unit, task.chunk.map_or(0, |c| c - self.first_chunk), r)
-    }
-
-    /// The slot of row `r` of unit `unit`'s chunk `c` (counted from the call's first).
-    fn slot_of(&self, unit: usize, c: usize, r: usize) -> usize {
-        (unit * self.chunks + c) * self.rows + r
-    }
-}
 
 #[cfg(target_arch = "x86_64")]
 thread_local! {

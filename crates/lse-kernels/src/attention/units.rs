@@ -65,9 +65,25 @@ impl Units {
         self.chunks
     }
 
-    /// Rows of a full unit.
-    pub(crate) fn rows(&self) -> usize {
-        self.rows
+    /// Where the tasks of one chunk leave their rows (a split call's scratch): row `r` of unit
+    /// `unit`'s chunk `c` (counted from the call's first) at `(unit·chunks + c)·rows + r`, of
+    /// [`Units::chunk_slots`].
+    pub(crate) fn chunk_slot(&self, unit: usize, c: usize, r: usize) -> usize {
+        (unit * self.chunks + c) * self.rows + r
+    }
+
+    /// [`Units::chunk_slot`] of row `r` of `task` (a task of one chunk).
+    pub(crate) fn task_slot(&self, task: &Task, r: usize) -> usize {
+        self.chunk_slot(task.unit, task.chunk.map_or(0, |c| c - self.first_chunk), r)
+    }
+
+    /// Slots of a call split by chunks (0 when it is not).
+    pub(crate) fn chunk_slots(&self) -> usize {
+        if self.chunks > 1 {
+            self.units * self.chunks * self.rows
+        } else {
+            0
+        }
     }
 
     pub(crate) fn tasks(&self) -> usize {
