@@ -31,7 +31,16 @@ pub struct Metrics {
     pub predicted_ns: AtomicU64,
     /// The same prompt and generation tallies since the last scrape (llama-server's rate
     /// gauges average over the time between two scrapes).
-    pub window: [AtomicU64; 4],
+    pub window: SinceScrape,
+}
+
+/// Prompt rows and their forwards' time, generation steps and their time, since the last scrape.
+#[derive(Default)]
+pub struct SinceScrape {
+    prompt_rows: AtomicU64,
+    prompt_ns: AtomicU64,
+    predicted_steps: AtomicU64,
+    predicted_ns: AtomicU64,
 }
 
 impl Metrics {
@@ -41,8 +50,8 @@ impl Metrics {
         self.busy_at_forwards.fetch_add(busy as u64, Relaxed);
         if prompt_rows > 0 {
             self.prompt_step_ns.fetch_add(ns, Relaxed);
-            self.window[PROMPT_ROWS].fetch_add(prompt_rows as u64, Relaxed);
-            self.window[PROMPT_NS].fetch_add(ns, Relaxed);
+            self.window.prompt_rows.fetch_add(prompt_rows as u64, Relaxed);
+            self.window.prompt_ns.fetch_add(ns, Relaxed);
         }
         self.rows.fetch_add(rows as u64, Relaxed);
         self.prompt_rows.fetch_add(prompt_rows as u64, Relaxed);
@@ -60,9 +69,7 @@ impl Metrics {
         let decode_s = g(&self.decode_step_ns) as f64 / 1e9;
         let decode_tps = if decode_s > 0.0 { g(&self.decode_rows) as f64 / decode_s } else { 0.0 };
         let mut s = String::new();
-        let mut put = |name: &str, kind: &str, help: &str, v: f64| {
-            let _ = writeln!(s, "# HELP lse_{name} {help}\n# TYPE lse_{name} {kind}\nlse_{name} {v}");
-        };
+        let mut put = |name: &str, kind: &str, help: &str, v: f64| series(&mut s, "lse_", name, kind, help, v);
         put("requests_total", "counter", "HTTP requests to the model endpoints.", g(&self.requests) as f64);
         put("requests_failed_total", "counter", "Model requests answered with an error.", g(&self.requests_failed) as f64);
         put("prompt_tokens_total", "counter", "Prompt tokens processed.", g(&self.prompt_tokens) as f64);
@@ -87,8 +94,8 @@ impl Metrics {
         // the first token comes with the prompt's last forward, as llama-server counts it
         let (steps, ns) = (completion_tokens.saturating_sub(1) as u64, (predicted_seconds * 1e9) as u64);
         self.predicted_ns.fetch_add(ns, Relaxed);
-        self.window[PREDICTED_STEPS].fetch_add(steps, Relaxed);
-        self.window[PREDICTED_NS].fetch_add(ns, Relaxed);
+        self.window.predicted_steps.fetch_add(steps, Relaxed);
+        self.window.predicted_ns.fetch_add(ns, Relaxed);
     }
 
     /// llama-server's series (`llamacpp:*`, as its `--metrics` writes them, less the speculative
@@ -98,11 +105,12 @@ impl Metrics {
     /// scrape, which restarts them.
     fn render_llamacpp(&self, s: &mut String) {
         let g = |a: &AtomicU64| a.load(Relaxed) as f64;
-        let rate = |n: f64, ns: f64| if ns > 0.0 { n * 1e9 / ns } else { 0.0 };
-        let w = self.window.each_ref().map(|a| a.swap(0, Relaxed) as f64);
-        let mut put = |name: &str, kind: &str, help: &str, v: f64| {
-            let _ = writeln!(s, "# HELP llamacpp:{name} {help}\n# TYPE llamacpp:{name} {kind}\nllamacpp:{name} {v}");
+        let w = &self.window;
+        let rate = |n: &AtomicU64, ns: &AtomicU64| {
+            let (n, ns) = (n.swap(0, Relaxed) as f64, ns.swap(0, Relaxed) as f64);
+            if ns > 0.0 { n * 1e9 / ns } else { 0.0 }
         };
+        let mut put = |name: &str, kind: &str, help: &str, v: f64| series(s, "llamacpp:", name, kind, help, v);
         put("prompt_tokens_total", "counter", "Number of prompt tokens processed, excluding cached tokens.", g(&self.prompt_rows));
         put("prompt_tokens_cached_total", "counter", "Number of prompt tokens reused from the cache.", g(&self.prompt_tokens_cached));
         put("prompt_seconds_total", "counter", "Total time spent processing prompts.", g(&self.prompt_step_ns) / 1e9);
@@ -110,8 +118,8 @@ impl Metrics {
         put("tokens_predicted_seconds_total", "counter", "Total time spent generating tokens.", g(&self.predicted_ns) / 1e9);
         put("n_decode_total", "counter", "Total number of batched forwards.", g(&self.forwards));
         put("n_tokens_max", "counter", "Largest observed sequence length (prompt + generation).", g(&self.longest_sequence));
-        put("prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s.", rate(w[PROMPT_ROWS], w[PROMPT_NS]));
-        put("predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s.", rate(w[PREDICTED_STEPS], w[PREDICTED_NS]));
+        put("prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s.", rate(&w.prompt_rows, &w.prompt_ns));
+        put("predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s.", rate(&w.predicted_steps, &w.predicted_ns));
         put("requests_processing", "gauge", "Number of requests processing.", g(&self.busy_sequences));
         put("requests_deferred", "gauge", "Number of requests deferred.", g(&self.queue_depth));
         let forwards = g(&self.forwards);
@@ -119,8 +127,7 @@ impl Metrics {
     }
 }
 
-/// The slots of [`Metrics::window`].
-const PROMPT_ROWS: usize = 0;
-const PROMPT_NS: usize = 1;
-const PREDICTED_STEPS: usize = 2;
-const PREDICTED_NS: usize = 3;
+/// One Prometheus series: its help and type lines, then its value.
+fn series(s: &mut String, prefix: &str, name: &str, kind: &str, help: &str, v: f64) {
+    let _ = writeln!(s, "# HELP {prefix}{name} {help}\n# TYPE {prefix}{name} {kind}\n{prefix}{name} {v}");
+}

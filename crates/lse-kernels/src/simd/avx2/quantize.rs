@@ -19,14 +19,6 @@ unsafe fn max8(v: &[__m256]) -> f32 {
     _mm_cvtss_f32(h)
 }
 
-/// The largest magnitude among 4 vectors.
-#[inline(always)]
-unsafe fn max_abs4(v: &[__m256; 4]) -> f32 {
-    let sign = _mm256_set1_ps(-0.0);
-    max8(&v.map(|x| _mm256_andnot_ps(sign, x)))
-}
-
-
 /// 4 × 8 i32 → 32 saturated i8 in element order.
 #[inline(always)]
 unsafe fn pack32(i: [__m256i; 4]) -> __m256i {
@@ -58,7 +50,7 @@ pub(crate) unsafe fn quantize_q8_32<const SUM: bool, const SPLIT: bool>(x: &[f32
             _mm256_loadu_ps(p.add(16)),
             _mm256_loadu_ps(p.add(24)),
         ];
-        let amax = max_abs4(&v);
+        let amax = max8(&v.map(|x| _mm256_andnot_ps(_mm256_set1_ps(-0.0), x)));
         let d = amax / 127.0;
         let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
         let m = _mm256_set1_ps(id);
