@@ -14,7 +14,7 @@ pub struct Ready {
     /// The id `/v1/models` reports and responses carry: `--alias`, else the file name.
     pub model_id: String,
     /// The chat template served (see `template::choose`).
-    pub chat_template: String,
+    pub chat_template: super::template::ChatTemplate,
     /// How embeddings pool: `--pooling`, else the model's own; `None`: no embeddings.
     pub pooling: Option<lse_engine::Pooling>,
     /// `--parallel`: sequences decoded at once (llama-server's slots).

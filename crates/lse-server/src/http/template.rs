@@ -133,20 +133,15 @@ pub fn from_option(option: &str) -> Result<&str, String> {
 /// The template to serve: `--chat-template` (resolved by [`from_option`] when the arguments are
 /// parsed) or `--chat-template-file`, else the GGUF's when [`check`] takes it, else ChatML (as
 /// llama-server). Says on stderr when it falls back.
-pub fn choose(option: Option<&str>, gguf: Option<String>) -> String {
+pub fn choose(option: Option<&str>, gguf: Option<String>) -> ChatTemplate {
+    let chatml = |why: String| {
+        eprintln!("lse-server: {why}; chat requests use ChatML, as llama-server does (--chat-template sets one)");
+        ChatTemplate::new(CHATML.to_string()).expect("ChatML parses and renders")
+    };
     match (option, gguf) {
-        (Some(src), _) => src.to_string(),
-        (None, Some(src)) => match check(&src) {
-            Ok(()) => src,
-            Err(e) => {
-                eprintln!("lse-server: the model's chat template cannot be used ({e}); chat requests use ChatML, as llama-server does (--chat-template sets one)");
-                CHATML.to_string()
-            }
-        },
-        (None, None) => {
-            eprintln!("lse-server: the model has no chat template; chat requests use ChatML, as llama-server does (--chat-template sets one)");
-            CHATML.to_string()
-        }
+        (Some(src), _) => ChatTemplate::new(src.to_string()).unwrap_or_else(|e| chatml(format!("--chat-template: {e}"))),
+        (None, Some(src)) => ChatTemplate::new(src).unwrap_or_else(|e| chatml(format!("the model's chat template cannot be used ({e})"))),
+        (None, None) => chatml("the model has no chat template".into()),
     }
 }
 
@@ -161,11 +156,39 @@ pub fn is_jinja(source: &str) -> bool {
 /// conversations); any other failure there (an unknown filter, a type error) would fail every
 /// chat request.
 pub fn check(template: &str) -> Result<(), String> {
-    let env = compiled(template).map_err(|e| format!("the chat template does not parse: {e}"))?;
-    let probe = serde_json::json!([{"role": "user", "content": "Hello"}]);
-    match env.get_template(CHAT).and_then(|t| t.render(context(&probe, None, "", "", true))) {
-        Err(e) if !raised(&e) => Err(format!("the chat template fails on a one-message conversation: {}", reason(&e))),
-        _ => Ok(()),
+    ChatTemplate::new(template.to_string()).map(drop)
+}
+
+/// A chat template parsed once, when the server starts, so that a request pays only its render
+/// (Qwen2.5-Coder's template with one tool: parsing 36 µs, rendering 8 µs; SmolLM2's 8 and 4).
+pub struct ChatTemplate {
+    env: Environment<'static>,
+    source: String,
+}
+
+impl ChatTemplate {
+    /// Parses `source` and tries it as [`check`] says.
+    pub fn new(source: String) -> Result<Self, String> {
+        let env = compiled(&source).map_err(|e| format!("the chat template does not parse: {e}"))?;
+        let t = ChatTemplate { env, source };
+        let probe = serde_json::json!([{"role": "user", "content": "Hello"}]);
+        match t.env.get_template(CHAT).and_then(|c| c.render(context(&probe, None, "", "", true))) {
+            Err(e) if !raised(&e) => Err(format!("the chat template fails on a one-message conversation: {}", reason(&e))),
+            _ => Ok(t),
+        }
+    }
+
+    /// The Jinja text (what `/props` reports).
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// Renders `messages` (OpenAI message objects); `tools` (OpenAI's list) for templates that
+    /// show them to the model.
+    pub fn render(&self, messages: &serde_json::Value, tools: Option<&serde_json::Value>, bos: &str, eos: &str, add_generation_prompt: bool) -> ApiResult<String> {
+        let t = self.env.get_template(CHAT).map_err(|e| ApiError::internal(e.to_string()))?;
+        t.render(context(messages, tools, bos, eos, add_generation_prompt))
+            .map_err(|e| ApiError::bad_request(format!("the chat template failed on these messages: {}", reason(&e))))
     }
 }
 
@@ -239,18 +262,13 @@ fn env() -> Environment<'static> {
     env
 }
 
-/// Renders `messages` (OpenAI message objects) with the template; `tools` (OpenAI's list) for
-/// templates that show them to the model.
-pub fn render(template: &str, messages: &serde_json::Value, tools: Option<&serde_json::Value>, bos: &str, eos: &str, add_generation_prompt: bool) -> ApiResult<String> {
-    let env = compiled(template).map_err(|e| ApiError::internal(format!("the chat template does not parse: {e}")))?;
-    let t = env.get_template(CHAT).map_err(|e| ApiError::internal(e.to_string()))?;
-    t.render(context(messages, tools, bos, eos, add_generation_prompt))
-        .map_err(|e| ApiError::bad_request(format!("the chat template failed on these messages: {}", reason(&e))))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn render(t: &str, messages: &serde_json::Value, tools: Option<&serde_json::Value>, bos: &str, eos: &str, add_generation_prompt: bool) -> ApiResult<String> {
+        ChatTemplate::new(t.to_string()).expect("a sound template").render(messages, tools, bos, eos, add_generation_prompt)
+    }
 
     #[test]
     fn renders_with_python_methods_and_raise_exception() {
@@ -310,8 +328,9 @@ mod tests {
         let user = serde_json::json!([msgs[1]]);
         assert_eq!(render(CHATML, &user, None, "", "", false).unwrap(), "<|im_start|>user\nHi<|im_end|>\n");
         assert_eq!(from_option("chatml"), Ok(CHATML));
-        assert_eq!(choose(Some(CHATML), Some("x".into())), CHATML);
-        assert_eq!(choose(None, Some("x".into())), "x");
+        assert_eq!(choose(Some(CHATML), Some("x".into())).source(), CHATML);
+        assert_eq!(choose(None, Some("x".into())).source(), "x");
+        assert_eq!(choose(None, Some("{% for m in messages %}".into())).source(), CHATML);
         assert!(check("{% for m in messages %}").is_err());
         assert!(from_option("gemma").unwrap_err().contains("Jinja source or chatml"));
         assert!(from_option("{% for m in messages %}").unwrap_err().contains("does not parse"));

@@ -9,7 +9,6 @@ use crate::http::options::{cache_prompt, choices, for_choice, generate_request, 
 use crate::http::scheduler::Event;
 use crate::http::sse;
 use crate::http::state::{AppState, Ready};
-use crate::http::template;
 use crate::http::tools::{self, Tools};
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -113,7 +112,7 @@ pub fn prompt_text(ready: &Ready, f: &Fields, messages: &Value, tools: Option<&V
         }
         prefill = last["content"].as_str().unwrap_or_default().to_string();
     }
-    let mut text = template::render(&ready.chat_template, &messages, tools, &token_text(e, tk.bos_id()), &token_text(e, tk.eos_id()), true)?;
+    let mut text = ready.chat_template.render(&messages, tools, &token_text(e, tk.bos_id()), &token_text(e, tk.eos_id()), true)?;
     text.push_str(&prefill);
     Ok(ChatPrompt { text, prefill, echo: asked.is_none() })
 }

@@ -49,7 +49,7 @@ pub async fn tokenizer_info(State(app): State<AppState>) -> ApiResult<Json<Value
         "bos_token_id": tk.bos_id(),
         "pad_token_id": tk.pad_id(),
         "add_bos_token": tk.add_bos(),
-        "chat_template": r.chat_template,
+        "chat_template": r.chat_template.source(),
         "n_vocab": e.n_vocab(),
     })))
 }
@@ -70,7 +70,7 @@ pub async fn props(State(app): State<AppState>) -> ApiResult<Json<Value>> {
         "total_slots": r.parallel,
         "model_alias": r.model_id,
         "model_path": app.model_file,
-        "chat_template": r.chat_template,
+        "chat_template": r.chat_template.source(),
         "bos_token": text(tk.bos_id()),
         "eos_token": text(tk.eos_id()),
         "modalities": {"vision": false, "audio": false},
