@@ -178,9 +178,7 @@ impl Engine {
         let mut ids = Vec::with_capacity(r.input.len());
         for (i, p) in r.input.iter().enumerate() {
             let t = self.prompt_tokens(p, true)?.into_owned();
-            if let Some((index, &id)) = t.iter().enumerate().find(|(_, &x)| x as usize >= self.n_vocab()) {
-                return Err(EngineError::InvalidRequest(format!("input {i}: token id {id} at index {index} is outside the vocabulary of {}", self.n_vocab())));
-            }
+            crate::check_token_ids(&t, self.n_vocab()).map_err(|e| EngineError::InvalidRequest(format!("input {i}: {e}")))?;
             if t.len() > self.kv_capacity() {
                 return Err(EngineError::InvalidRequest(format!("input {i} has {} tokens; the context holds {} (--kv-len)", t.len(), self.kv_capacity())));
             }

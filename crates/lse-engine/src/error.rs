@@ -39,3 +39,12 @@ pub enum EngineError {
     #[error("stopped: nobody waits for the answer")]
     Cancelled,
 }
+
+/// [`EngineError::InvalidToken`] for the first of `ids` outside a vocabulary of `n_vocab` tokens:
+/// the one check every front end's token ids go through (each says whose ids they are).
+pub fn check_token_ids(ids: &[u32], n_vocab: usize) -> Result<(), EngineError> {
+    match ids.iter().position(|&id| id as usize >= n_vocab) {
+        None => Ok(()),
+        Some(index) => Err(EngineError::InvalidToken { id: ids[index], index, n_vocab }),
+    }
+}

@@ -61,6 +61,7 @@ impl Engine {
                 return Err(EngineError::InvalidRequest(format!("batch row {i} names session {} of {}", r.seq, sessions.len())));
             };
             if r.token as usize >= self.model.n_vocab {
+                // as `check_token_ids`, the index being the row's
                 return Err(EngineError::InvalidToken { id: r.token, index: i, n_vocab: self.model.n_vocab });
             }
             if r.pos != *want {

@@ -57,9 +57,7 @@ impl Engine {
             return Err(EngineError::InvalidRequest(format!("{} row requests for {} hidden rows", requests.len(), rows.n_rows)));
         }
         for r in requests {
-            if let Some(&id) = r.ids.iter().find(|&&id| id as usize >= v) {
-                return Err(EngineError::InvalidToken { id, index: 0, n_vocab: v });
-            }
+            crate::check_token_ids(&r.ids, v)?;
         }
         let slices = head_slices(v);
         let mut results: Vec<RowReduction> = Vec::with_capacity(rows.n_rows);

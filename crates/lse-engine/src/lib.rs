@@ -27,7 +27,7 @@ pub mod weights;
 
 pub use embedding::{EmbedReport, EmbedRequest, Pooling};
 pub use engine::Engine;
-pub use error::EngineError;
+pub use error::{check_token_ids, EngineError};
 pub use forward::{Batch, BatchRow};
 pub use generation::{FinishReason, GenerateRequest, GenerationReport, Infill, InfillFile, LogitBias, Prompt, SamplingParams, Sequence};
 pub use head::{head_slices, HEAD_ROWS};

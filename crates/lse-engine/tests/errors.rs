@@ -350,3 +350,12 @@ fn a_sliding_window_pattern_is_read_as_llama_cpp_reads_it() {
         assert!(matches!(e, EngineError::Metadata(_)) && e.to_string().contains(want), "{tag}: {e}");
     }
 }
+
+/// The first id at or past the vocabulary's size is named with its index; ids below pass.
+#[test]
+fn token_ids_are_checked_against_the_vocabulary() {
+    assert!(lse_engine::check_token_ids(&[0, 5, 3], 6).is_ok());
+    let e = lse_engine::check_token_ids(&[1, 5, 6, 9], 6).unwrap_err();
+    assert!(matches!(e, EngineError::InvalidToken { id: 6, index: 2, n_vocab: 6 }), "{e}");
+    assert_eq!(e.to_string(), "token id 6 at index 2 is outside the vocabulary of 6");
+}

@@ -160,11 +160,7 @@ pub fn run_prepared<S: Scorer>(scorer: &S, req: &PerplexityRequest, pre: Preflig
     let tokens: Vec<u32> = match &req.input {
         PerplexityInput::Text(s) => scorer.tokenize(s, true),
         PerplexityInput::Tokens(v) => {
-            if let Some((i, &id)) = v.iter().enumerate().find(|(_, &id)| id as usize >= n_vocab) {
-                return Err(EvalError::Input(format!(
-                    "token id {id} at index {i} is outside the vocabulary (ids must be below {n_vocab})"
-                )));
-            }
+            lse_engine::check_token_ids(v, n_vocab).map_err(|e| EvalError::Input(e.to_string()))?;
             v.clone()
         }
         PerplexityInput::Pairs(recs) => {
@@ -342,12 +338,9 @@ pub fn run_prepared<S: Scorer>(scorer: &S, req: &PerplexityRequest, pre: Preflig
                         let mut reqs = Vec::with_capacity(block.len());
                         for (j, rec) in lse_recs.iter_mut().enumerate() {
                             b.next(rec, w.index)?;
-                            if let Some(&bad) = rec.ids.iter().find(|&&id| id as usize >= n_vocab) {
-                                return Err(EvalError::KldBase(format!(
-                                    "KLD base {} is corrupt: token id {bad} is outside the vocabulary of {n_vocab}",
-                                    b.path.display()
-                                )));
-                            }
+                            lse_engine::check_token_ids(&rec.ids, n_vocab).map_err(|e| {
+                                EvalError::KldBase(format!("KLD base {} is corrupt: {e}", b.path.display()))
+                            })?;
                             let mut ids = Vec::with_capacity(1 + rec.ids.len());
                             ids.push(targets[j]);
                             ids.extend_from_slice(&rec.ids);

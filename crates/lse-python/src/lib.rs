@@ -185,11 +185,8 @@ impl NativeEngine {
         tokens: Vec<u32>,
     ) -> PyResult<Bound<'py, PyArray2<f32>>> {
         let v = self.engine.n_vocab();
-        if let Some((i, &id)) = tokens.iter().enumerate().find(|(_, &id)| id as usize >= v) {
-            return Err(PyValueError::new_err(format!(
-                "tokens: id {id} at index {i} is outside the vocabulary of {v}"
-            )));
-        }
+        lse_engine::check_token_ids(&tokens, v)
+            .map_err(|e| PyValueError::new_err(format!("tokens: {e}")))?;
         if tokens.is_empty() {
             return Ok(PyArray2::zeros(py, [0, v], false));
         }

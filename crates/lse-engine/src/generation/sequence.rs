@@ -7,7 +7,7 @@ use super::constraint::Constraint;
 use super::request::{GenerateRequest, Prompt};
 use super::sampler::{ban, Sampler};
 use super::text::TextStream;
-use crate::{BatchRow, Engine, EngineError, Session, StepList};
+use crate::{check_token_ids, BatchRow, Engine, EngineError, Session, StepList};
 use lse_kernels::reduce::{RowReduce, SlicePart, SlicedRow};
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -186,15 +186,12 @@ impl Engine {
         if prompt.is_empty() {
             return Err(EngineError::InvalidRequest("the prompt has no tokens".into()));
         }
-        if let Some((index, &id)) = prompt.iter().enumerate().find(|(_, &t)| t as usize >= self.n_vocab()) {
-            return Err(EngineError::InvalidToken { id, index, n_vocab: self.n_vocab() });
+        check_token_ids(&prompt, self.n_vocab())?;
+        // keyed by id: no position in the request to name
+        if let Some(id) = req.sampling.logit_bias.keys().find(|&&t| t as usize >= self.n_vocab()) {
+            return Err(EngineError::InvalidRequest(format!("logit bias: token id {id} is outside the vocabulary of {}", self.n_vocab())));
         }
-        let bias: Vec<u32> = req.sampling.logit_bias.keys().copied().collect();
-        for (what, ids) in [("logit bias", &bias[..]), ("stop", &req.stop_token_ids[..])] {
-            if let Some(id) = ids.iter().find(|&&t| t as usize >= self.n_vocab()) {
-                return Err(EngineError::InvalidRequest(format!("{what} token id {id} is outside the vocabulary of {}", self.n_vocab())));
-            }
-        }
+        check_token_ids(&req.stop_token_ids, self.n_vocab()).map_err(|e| EngineError::InvalidRequest(format!("stop: {e}")))?;
         let mut constraint = Constraint::of(req).map_err(EngineError::InvalidRequest)?;
         if let Some(c) = constraint.as_mut().filter(|_| !req.value_prefix.is_empty()) {
             if !c.push_all(req.value_prefix.as_bytes()) || c.is_complete() {

@@ -152,13 +152,7 @@ pub fn prompt_fits(prompt_len: usize, cap: usize, generating: bool) -> ApiResult
 /// A 400 naming the first of `ids` (of field `key`, when given) outside a vocabulary of
 /// `n_vocab` tokens.
 pub fn ids_in_vocabulary(ids: &[u32], n_vocab: usize, key: Option<&str>) -> ApiResult<()> {
-    match ids.iter().position(|&t| t as usize >= n_vocab) {
-        None => Ok(()),
-        Some(i) => {
-            let of = key.map_or(String::new(), |k| format!(" of \"{k}\""));
-            Err(ApiError::bad_request(format!("token id {} at index {i}{of} is outside the vocabulary of {n_vocab}", ids[i])))
-        }
-    }
+    lse_engine::check_token_ids(ids, n_vocab).map_err(|e| ApiError::bad_request(key.map_or(e.to_string(), |k| format!("\"{k}\": {e}"))))
 }
 
 /// `validate()` for a request whose prompt is set, as a 400.
