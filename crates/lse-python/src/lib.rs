@@ -251,6 +251,11 @@ impl NativeEngine {
         self.engine.kv_capacity()
     }
 
+    #[getter]
+    fn load_notes(&self) -> Vec<String> {
+        self.engine.tokenizer().load_notes().to_vec()
+    }
+
     /// The SPEC §4 `config` object as JSON text, as a report writes it.
     fn config_json(&self) -> String {
         lse_eval::Scorer::config_json(&self.engine).to_string()

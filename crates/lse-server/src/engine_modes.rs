@@ -12,8 +12,17 @@ pub fn tokenize(model: &Path, text: &str, add_special: bool, parse_special: bool
     Ok(tok.tokenize(text, add_special, parse_special))
 }
 
-pub fn perplexity(a: &Args, model: &Path, req: &PerplexityRequest, pre: Preflight) -> Result<serde_json::Value, String> {
+/// Loads the engine, saying on stderr what its tokenizer set aside (as llama.cpp's loader warns).
+pub fn load_engine(model: &Path, a: &Args) -> Result<lse_engine::Engine, String> {
     let engine = lse_engine::Engine::load(model, a.engine.clone()).map_err(|e| e.to_string())?;
+    for note in engine.tokenizer().load_notes() {
+        eprintln!("lse-server: {note}");
+    }
+    Ok(engine)
+}
+
+pub fn perplexity(a: &Args, model: &Path, req: &PerplexityRequest, pre: Preflight) -> Result<serde_json::Value, String> {
+    let engine = load_engine(model, a)?;
     let mut bar = StderrProgress::new();
     let mut none = NoProgress;
     let progress: &mut dyn Progress = if a.quiet { &mut none } else { &mut bar };

@@ -118,7 +118,7 @@ fn generate(args: &Args, model: &Path, src: &GenerateSource) -> Result<(), Strin
     };
     let req = lse_engine::GenerateRequest { prompt, ..args.generate.clone() };
     req.validate()?;
-    let engine = lse_engine::Engine::load(model, args.engine.clone()).map_err(|e| e.to_string())?;
+    let engine = engine_modes::load_engine(model, args)?;
     let report = engine.generate(&req).map_err(|e| e.to_string())?;
     let v = serde_json::to_value(&report).map_err(|e| e.to_string())?;
     emit(out, json_out::pretty(&v).as_bytes())

@@ -251,6 +251,12 @@ class Engine:
         return self._native.kv_capacity
 
     @property
+    def load_notes(self) -> list:
+        """What loading set aside, one line each: special token ids outside the vocabulary (the
+        key, the id and the default used), as llama.cpp warns when it loads."""
+        return self._native.load_notes
+
+    @property
     def config(self) -> dict:
         """The SPEC §4 ``config`` object for this engine."""
         return json.loads(self._native.config_json())

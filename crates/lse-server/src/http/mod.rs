@@ -91,16 +91,13 @@ fn route_panic(p: Box<dyn std::any::Any + Send + 'static>) -> axum::response::Re
 
 /// Loads the engine and starts the scheduler; on failure the process ends (nothing to serve).
 fn load(app: AppState, args: Args, model: std::path::PathBuf) -> Option<std::thread::JoinHandle<()>> {
-    let engine = match lse_engine::Engine::load(&model, args.engine.clone()) {
+    let engine = match crate::engine_modes::load_engine(&model, &args) {
         Ok(e) => Arc::new(e),
         Err(e) => {
             eprintln!("lse-server: {e}");
             std::process::exit(1);
         }
     };
-    for note in engine.tokenizer().load_notes() {
-        eprintln!("lse-server: {note}");
-    }
     let gguf_template = lse_engine::open_model_metadata(&model).ok().and_then(|f| f.get_str("tokenizer.chat_template").map(str::to_string));
     let chat_template = template::choose(args.serve.chat_template.as_deref(), gguf_template);
     let parallel = args.serve.parallel.max(1);
