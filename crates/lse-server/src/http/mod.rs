@@ -17,6 +17,7 @@ mod routes;
 mod scheduler;
 mod scoring;
 mod session_cache;
+mod slots;
 mod sse;
 mod state;
 pub(crate) mod template;
@@ -70,6 +71,7 @@ fn router(app: AppState) -> Router {
         .route("/apply-template", post(routes::chat::apply_template))
         .route("/v1/perplexity", post(routes::perplexity::perplexity))
         .route("/metrics", get(routes::info::metrics))
+        .route("/slots", get(routes::info::slots))
         .fallback(|| async { ApiError::new(axum::http::StatusCode::NOT_FOUND, "no such endpoint") })
         .method_not_allowed_fallback(|| async { ApiError::new(axum::http::StatusCode::METHOD_NOT_ALLOWED, "this endpoint does not take that method") })
         .layer(axum::middleware::from_fn_with_state(app.clone(), auth::require_key))

@@ -16,6 +16,7 @@ use super::errors::{from_engine, from_eval, ApiError};
 use super::metrics::Metrics;
 use super::scoring::{prompt_logprobs, PromptLogprob, ScoredPrompts};
 use super::session_cache::SessionCache;
+use super::slots::{SlotTask, Slots};
 use lse_engine::generation::StepToken;
 use super::generate::End;
 use lse_engine::{common_prefix, Engine, GenerateRequest, Sequence};
@@ -51,6 +52,8 @@ pub enum Job {
     PromptLogprobs { ids: Vec<u32>, top_k: usize, cache_prompt: bool, tx: Reply<(Vec<PromptLogprob>, usize)> },
     /// One pooled, normalised vector per input, all inputs in one batched prefill.
     Embed { req: lse_engine::EmbedRequest, tx: Reply<lse_engine::EmbedReport> },
+    /// `GET /slots`: answered as soon as the thread sees it, ahead of the queue.
+    Slots { tx: Reply<serde_json::Value> },
     /// Wakes the thread to notice shutdown.
     Wake,
 }
@@ -123,8 +126,20 @@ impl Scheduler {
         let parallel = parallel.max(1);
         let cache = SessionCache::new(parallel);
         let scored = ScoredPrompts::new(parallel);
-        let worker =
-            Worker { engine, parallel, metrics, stop: stop.clone(), rx, running: Vec::new(), waiting: VecDeque::new(), scoring: false, cache, scored };
+        let slots = Slots::new(parallel);
+        let worker = Worker {
+            engine,
+            parallel,
+            metrics,
+            stop: stop.clone(),
+            rx,
+            running: Vec::new(),
+            waiting: VecDeque::new(),
+            scoring: false,
+            cache,
+            scored,
+            slots,
+        };
         let handle = std::thread::Builder::new().name("lse-scheduler".into()).spawn(move || worker.run()).expect("spawn the scheduler thread");
         (Scheduler { tx, stop }, handle)
     }
@@ -160,6 +175,11 @@ enum Source {
 
 struct Running {
     index: usize,
+    /// Its `/slots` entry, task id and settings.
+    slot: usize,
+    task: u64,
+    params: serde_json::Value,
+    max_tokens: i64,
     seq: Sequence,
     tx: mpsc::UnboundedSender<Event>,
     steps_sent: usize,
@@ -180,6 +200,7 @@ struct Worker {
     scoring: bool,
     cache: SessionCache,
     scored: ScoredPrompts,
+    slots: Slots,
 }
 
 fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
@@ -197,7 +218,7 @@ impl Worker {
         loop {
             if self.running.is_empty() && self.waiting.is_empty() && !self.stop.load(Relaxed) {
                 match self.rx.recv() {
-                    Ok(j) => self.waiting.push_back(j),
+                    Ok(j) => self.receive(j),
                     Err(_) => break,
                 }
             }
@@ -216,7 +237,19 @@ impl Worker {
     /// Queues the jobs that have arrived.
     fn pull(&mut self) {
         while let Ok(j) = self.rx.try_recv() {
-            self.waiting.push_back(j);
+            self.receive(j);
+        }
+    }
+
+    /// Queues a job, or answers it at once (`/slots`).
+    fn receive(&mut self, job: Job) {
+        match job {
+            Job::Slots { tx } => {
+                let now = self.running.iter().map(|r| (r.slot, SlotTask::of(r.task, &r.params, r.max_tokens, &r.seq, true))).collect();
+                let engine = self.engine.clone();
+                let _ = tx.send(catch_unwind(AssertUnwindSafe(|| self.slots.json(&engine, now))).map_err(internal_panic));
+            }
+            j => self.waiting.push_back(j),
         }
     }
 
@@ -290,7 +323,11 @@ impl Worker {
                         Ok(Ok(seq)) => {
                             self.metrics.prompt_tokens.fetch_add(seq.prompt().len() as u64, Relaxed);
                             self.metrics.prompt_tokens_cached.fetch_add(seq.cached_tokens() as u64, Relaxed);
-                            self.running.push(Running { index, seq, tx, steps_sent: 0, started: Instant::now(), first_token: None });
+                            let slot = self.slots.free(self.running.iter().map(|r| r.slot));
+                            let (task, max_tokens) = (self.slots.task_id(), req.max_tokens);
+                            let params = super::native::settings(max_tokens, &req.sampling, &req.stop, req.ignore_eos, req.top_logprobs);
+                            let started = Instant::now();
+                            self.running.push(Running { index, slot, task, params, max_tokens, seq, tx, steps_sent: 0, started, first_token: None });
                         }
                         Ok(Err(e)) => {
                             let _ = tx.send(Event::Error { index, error: from_engine(&e) });
@@ -406,7 +443,7 @@ impl Worker {
                     Err(p) => Err(internal_panic(p)),
                 });
             }
-            Job::Generate { .. } | Job::Wake => {}
+            Job::Generate { .. } | Job::Slots { .. } | Job::Wake => {}
         }
     }
 
@@ -464,6 +501,7 @@ impl Worker {
     /// prompts (between steps a session's KV rows are whole).
     fn retire(&mut self, gone: impl Fn(&Running) -> bool) {
         for r in self.running.extract_if(.., |r| gone(r)) {
+            self.slots.ended(r.slot, SlotTask::of(r.task, &r.params, r.max_tokens, &r.seq, false));
             self.cache.put(r.seq.into_session());
         }
     }
@@ -471,6 +509,7 @@ impl Worker {
     fn fail_running(&mut self, error: ApiError) {
         self.metrics.requests_failed.fetch_add(self.running.len() as u64, Relaxed);
         for r in self.running.drain(..) {
+            self.slots.ended(r.slot, SlotTask::of(r.task, &r.params, r.max_tokens, &r.seq, false));
             let _ = r.tx.send(Event::Error { index: r.index, error: error.clone() });
         }
     }
@@ -489,6 +528,9 @@ impl Worker {
                     let _ = tx.send(Err(ApiError::unavailable("the server is shutting down")));
                 }
                 Job::Embed { tx, .. } => {
+                    let _ = tx.send(Err(ApiError::unavailable("the server is shutting down")));
+                }
+                Job::Slots { tx } => {
                     let _ = tx.send(Err(ApiError::unavailable("the server is shutting down")));
                 }
                 Job::Wake => {}

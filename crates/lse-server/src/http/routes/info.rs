@@ -1,9 +1,10 @@
 //! `GET /health`, `GET /v1/models`, `GET /tokenizer_info`, `GET /props`, `GET /metrics`.
 
-use crate::http::errors::ApiResult;
+use crate::http::errors::{ApiError, ApiResult};
+use crate::http::scheduler::Job;
 use crate::http::openai::{now_secs, piece};
 use crate::http::state::AppState;
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::header;
 use axum::response::IntoResponse;
 use axum::Json;
@@ -80,4 +81,18 @@ pub async fn props(State(app): State<AppState>) -> ApiResult<Json<Value>> {
 
 pub async fn metrics(State(app): State<AppState>) -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], app.metrics.render())
+}
+
+/// llama-server's `GET /slots`: each `--parallel` slot, what it runs or ran last; with
+/// `?fail_on_no_slot=1`, a 503 when every slot is busy (what load balancers ask).
+pub async fn slots(State(app): State<AppState>, Query(q): Query<std::collections::HashMap<String, String>>) -> ApiResult<Json<Value>> {
+    let r = app.ready()?;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    r.scheduler.submit(Job::Slots { tx })?;
+    let v = rx.await.map_err(|_| ApiError::internal("the scheduler dropped the request"))??;
+    let all_busy = v.as_array().is_some_and(|a| a.iter().all(|s| s["is_processing"] == true));
+    if all_busy && q.get("fail_on_no_slot").is_some_and(|f| !f.is_empty()) {
+        return Err(ApiError::unavailable("no slot available"));
+    }
+    Ok(Json(v))
 }

@@ -1,0 +1,102 @@
+//! llama-server's `GET /slots` on the real binary and SmolLM2: one entry per `--parallel` slot,
+//! the task it runs or ran last (counts, settings, prompt and generated text), and
+//! `?fail_on_no_slot=1` answering 503 while every slot is busy.
+
+mod http;
+
+use http::{model, Server};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader};
+use std::time::{Duration, Instant};
+
+fn slots(s: &Server) -> Vec<Value> {
+    let r = s.get("/slots");
+    assert_eq!(r.status, 200, "{}", r.text);
+    r.json().as_array().expect("an array").clone()
+}
+
+#[test]
+fn slots_show_what_each_sequence_runs_and_ran() {
+    let Some(m) = model() else { return };
+    let s = Server::start(&m, &["--parallel", "1"]);
+    let n_ctx = s.get("/props").json()["default_generation_settings"]["n_ctx"].clone();
+    let idle = slots(&s);
+    assert_eq!(idle.len(), 1);
+    assert_eq!(idle[0], json!({"id": 0, "n_ctx": n_ctx, "speculative": false, "is_processing": false}));
+    assert_eq!(s.get("/slots?fail_on_no_slot=1").status, 200);
+
+    // a finished task stays on its slot
+    let prompt = "The capital of France is";
+    let done = s.post("/completion", &json!({"prompt": prompt, "n_predict": 8, "temperature": 0, "ignore_eos": true})).json();
+    let slot = &slots(&s)[0];
+    assert_eq!(slot["is_processing"], false);
+    assert_eq!(slot["id_task"], 0);
+    assert_eq!(slot["n_prompt_tokens"], done["tokens_evaluated"]);
+    assert_eq!(slot["n_prompt_tokens_processed"], done["tokens_evaluated"]);
+    assert_eq!(slot["n_prompt_tokens_cache"], 0);
+    assert_eq!(slot["prompt"], prompt);
+    assert_eq!(slot["generated"], done["content"]);
+    assert_eq!(slot["params"], done["generation_settings"]);
+    assert_eq!(slot["next_token"], json!([{"has_next_token": false, "has_new_line": done["content"].as_str().unwrap().contains('\n'), "n_remain": 0, "n_decoded": 8}]));
+
+    // a running one, while its client reads; then its slot is busy for load balancers
+    let agent = ureq::AgentBuilder::new().build();
+    let long = json!({"prompt": "Tell a long story:", "n_predict": 1500, "ignore_eos": true, "temperature": 0, "stream": true});
+    let resp = agent.post(&format!("{}/completion", s.base)).send_string(&long.to_string()).unwrap();
+    let mut r = BufReader::new(resp.into_reader());
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    assert!(line.starts_with("data: "), "{line:?}");
+    let slot = &slots(&s)[0];
+    assert_eq!((slot["is_processing"].clone(), slot["id_task"].clone()), (json!(true), json!(1)));
+    assert_eq!(slot["prompt"], "Tell a long story:");
+    assert_eq!(slot["params"]["n_predict"], 1500);
+    let next = &slot["next_token"][0];
+    let decoded = next["n_decoded"].as_i64().unwrap();
+    assert!(decoded >= 1 && next["has_next_token"] == true, "{next}");
+    assert_eq!(next["n_remain"].as_i64().unwrap(), 1500 - decoded);
+    s.get("/slots?fail_on_no_slot=1").assert_error(503, "every slot busy");
+    // the client leaves: the slot is free again and shows the task cut short
+    drop(r);
+    let t = Instant::now();
+    while slots(&s)[0]["is_processing"] == true {
+        assert!(t.elapsed() < Duration::from_secs(20), "the abandoned sequence still holds its slot");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let slot = &slots(&s)[0];
+    assert_eq!(slot["id_task"], 1);
+    assert!(slot["next_token"][0]["n_decoded"].as_i64().unwrap() < 1500);
+    assert_eq!(s.get("/slots?fail_on_no_slot=1").status, 200);
+    // an answer that ends with the end-of-turn token: the text its client got, without that token's
+    let chat = "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n";
+    let done = s.post("/completion", &json!({"prompt": chat, "n_predict": 64, "temperature": 0})).json();
+    assert_eq!(done["stop_type"], "eos", "{done}");
+    let slot = &slots(&s)[0];
+    assert_eq!((slot["id_task"].clone(), slot["generated"].clone()), (json!(2), done["content"].clone()));
+    assert_eq!(slot["prompt"], chat);
+}
+
+/// Two requests at once on two slots: each its own, the lowest free slot first.
+#[test]
+fn concurrent_requests_take_their_own_slots() {
+    let Some(m) = model() else { return };
+    let s = Server::start(&m, &["--parallel", "2"]);
+    let answers: Vec<Value> = std::thread::scope(|sc| {
+        let hs: Vec<_> = ["One", "Two"]
+            .iter()
+            .map(|p| {
+                let s = &s;
+                sc.spawn(move || s.post("/completion", &json!({"prompt": p, "n_predict": 200, "temperature": 0, "ignore_eos": true})).json())
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let all = slots(&s);
+    assert_eq!(all.len(), 2);
+    let mut tasks: Vec<i64> = all.iter().map(|e| e["id_task"].as_i64().expect("both slots ran a task")).collect();
+    tasks.sort();
+    assert_eq!(tasks, [0, 1]);
+    for a in &answers {
+        assert!(all.iter().any(|e| e["generated"] == a["content"]), "{a} not on a slot");
+    }
+}
