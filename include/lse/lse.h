@@ -92,6 +92,22 @@ typedef struct lse_engine lse_engine;
 int lse_engine_open(const char *options_json, lse_engine **out, char **err);
 
 /*
+ * lse_engine_info - what an opened engine holds.
+ *
+ * engine: a handle from lse_engine_open, not yet closed. Must not be NULL.
+ * json_out: receives {"object": "lse.engine", "architecture", "model_name", "n_vocab",
+ *   "kv_capacity", "config" (the report's SPEC §4 config object), "load_notes" (array of strings:
+ *   what loading set aside, e.g. a special token id outside the vocabulary and the default used;
+ *   the library prints nothing, so these are said here)}. Free it with lse_string_free. Set to
+ *   NULL on failure. Must not be NULL.
+ * err: receives the error message on failure; may be NULL.
+ *
+ * Blocks while another call on the same engine is in flight. Returns LSE_OK, LSE_ERR_ARGUMENT
+ * (NULL engine or json_out) or LSE_ERR_INTERNAL.
+ */
+int lse_engine_info(lse_engine *engine, char **json_out, char **err);
+
+/*
  * lse_perplexity - score a text (or token ids, or prompt/response pairs) and return the report.
  *
  * engine: a handle from lse_engine_open, not yet closed. Must not be NULL.

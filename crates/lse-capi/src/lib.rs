@@ -1,7 +1,8 @@
 //! The C API of LSE (SPEC §7): `include/lse/lse.h` over the shared library `liblse`.
 //!
-//! Six functions, all `extern "C"` and exported unmangled:
+//! Seven functions, all `extern "C"` and exported unmangled:
 //! - [`lse_engine_open`]: engine options JSON (SPEC §2 names without dashes) → a loaded engine handle;
+//! - [`lse_engine_info`]: the model's facts, the report's `config` and the tokenizer's load notes;
 //! - [`lse_perplexity`]: request JSON (SPEC §7 fields) → the SPEC §4 report as JSON text;
 //! - [`lse_generate`]: generation request JSON → the `lse.generation` object as JSON text;
 //! - [`lse_embed`]: embeddings request JSON → the `lse.embeddings` object as JSON text;
@@ -83,12 +84,13 @@ fn open(options: OpenOptions) -> Result<LseEngine, Failure> {
     Ok(LseEngine { engine: Mutex::new(engine), options })
 }
 
-/// The body both request entry points share: checks the pointers, runs `f` on the engine handle
-/// and the request text, and hands its JSON text out in `*json_out`.
+/// The body every entry point on an engine shares: checks the pointers, runs `f` on the engine
+/// handle and the request text (`None`: the call takes no request), and hands its JSON text out in
+/// `*json_out`.
 unsafe fn json_call(
     name: &str,
     engine: *mut LseEngine,
-    request_json: *const c_char,
+    request_json: Option<*const c_char>,
     json_out: *mut *mut c_char,
     err: *mut *mut c_char,
     f: impl FnOnce(&LseEngine, &str) -> Result<String, Failure>,
@@ -104,7 +106,10 @@ unsafe fn json_call(
         }
         // SAFETY: a handle from lse_engine_open, not yet closed (header contract). Only shared access.
         let handle = unsafe { &*engine };
-        let json = c_str(request_json, &format!("{name}: request_json"))?;
+        let json = match request_json {
+            Some(r) => c_str(r, &format!("{name}: request_json"))?,
+            None => "",
+        };
         let text = f(handle, json)?;
         // SAFETY: as above.
         unsafe { *json_out = ffi::to_c_string(&text) };
@@ -121,7 +126,7 @@ pub unsafe extern "C" fn lse_perplexity(
     err: *mut *mut c_char,
 ) -> c_int {
     // SAFETY: the caller's pointers, checked in json_call (header contract).
-    unsafe { json_call("lse_perplexity", engine, request_json, json_out, err, perplexity) }
+    unsafe { json_call("lse_perplexity", engine, Some(request_json), json_out, err, perplexity) }
 }
 
 /// Generates from a prompt. See `lse.h`.
@@ -133,7 +138,7 @@ pub unsafe extern "C" fn lse_generate(
     err: *mut *mut c_char,
 ) -> c_int {
     // SAFETY: the caller's pointers, checked in json_call (header contract).
-    unsafe { json_call("lse_generate", engine, request_json, json_out, err, generate) }
+    unsafe { json_call("lse_generate", engine, Some(request_json), json_out, err, generate) }
 }
 
 /// Runs a generation request on the engine (waiting for any call in flight).
@@ -154,7 +159,7 @@ pub unsafe extern "C" fn lse_embed(
     err: *mut *mut c_char,
 ) -> c_int {
     // SAFETY: the caller's pointers, checked in json_call (header contract).
-    unsafe { json_call("lse_embed", engine, request_json, json_out, err, embed) }
+    unsafe { json_call("lse_embed", engine, Some(request_json), json_out, err, embed) }
 }
 
 /// Runs an embeddings request on the engine (waiting for any call in flight).
@@ -164,6 +169,29 @@ fn embed(handle: &LseEngine, json: &str) -> Result<String, Failure> {
     let report = engine.embed_request(&req).map_err(|e| Failure::run(e.to_string()))?;
     drop(engine);
     serde_json::to_string(&report).map_err(|e| Failure::internal(format!("cannot serialise the report: {e}")))
+}
+
+/// What an engine is. See `lse.h`.
+#[no_mangle]
+pub unsafe extern "C" fn lse_engine_info(engine: *mut LseEngine, json_out: *mut *mut c_char, err: *mut *mut c_char) -> c_int {
+    // SAFETY: the caller's pointers, checked in json_call (header contract).
+    unsafe { json_call("lse_engine_info", engine, None, json_out, err, info) }
+}
+
+/// The model's facts, the report's `config` and the tokenizer's load notes (the library prints
+/// nothing, so they are said here).
+fn info(handle: &LseEngine, _: &str) -> Result<String, Failure> {
+    let engine = handle.engine.lock().unwrap_or_else(|p| p.into_inner());
+    let v = serde_json::json!({
+        "object": "lse.engine",
+        "architecture": engine.architecture(),
+        "model_name": engine.model_name(),
+        "n_vocab": engine.n_vocab(),
+        "kv_capacity": engine.kv_capacity(),
+        "config": lse_eval::Scorer::config_json(&*engine),
+        "load_notes": engine.tokenizer().load_notes(),
+    });
+    Ok(v.to_string())
 }
 
 /// Parses a request object (SPEC §7 fields). Errors name the field.

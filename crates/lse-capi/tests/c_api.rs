@@ -255,7 +255,7 @@ fn header_matches_the_library_exports() {
         .filter_map(|l| l.split('(').next()?.split([' ', '*']).next_back().map(str::to_string))
         .collect();
     declared.sort();
-    assert_eq!(declared, ["lse_embed", "lse_engine_close", "lse_engine_open", "lse_generate", "lse_perplexity", "lse_string_free"]);
+    assert_eq!(declared, ["lse_embed", "lse_engine_close", "lse_engine_info", "lse_engine_open", "lse_generate", "lse_perplexity", "lse_string_free"]);
     assert_eq!(exported, declared, "functions exported by {} vs declared in lse.h", lib.display());
 }
 

@@ -133,7 +133,7 @@ fn header_declares_exactly_the_exported_functions() {
     let src = std::fs::read_to_string(repo().join("crates/lse-capi/src/lib.rs")).unwrap();
     let h = header_decls(&header);
     let r = rust_decls(&src);
-    assert_eq!(h.keys().collect::<Vec<_>>(), ["lse_embed", "lse_engine_close", "lse_engine_open", "lse_generate", "lse_perplexity", "lse_string_free"]);
+    assert_eq!(h.keys().collect::<Vec<_>>(), ["lse_embed", "lse_engine_close", "lse_engine_info", "lse_engine_open", "lse_generate", "lse_perplexity", "lse_string_free"]);
     assert_eq!(h, r, "header (left) and src/lib.rs (right) disagree");
     // SPEC §7, verbatim
     let spec = [
