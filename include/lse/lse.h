@@ -102,8 +102,8 @@ int lse_engine_open(const char *options_json, lse_engine **out, char **err);
  *   NULL on failure. Must not be NULL.
  * err: receives the error message on failure; may be NULL.
  *
- * Blocks while another call on the same engine is in flight. Returns LSE_OK, LSE_ERR_ARGUMENT
- * (NULL engine or json_out) or LSE_ERR_INTERNAL.
+ * Answers at once, also while another call on the same engine is in flight. Returns LSE_OK,
+ * LSE_ERR_ARGUMENT (NULL engine or json_out) or LSE_ERR_INTERNAL.
  */
 int lse_engine_info(lse_engine *engine, char **json_out, char **err);
 

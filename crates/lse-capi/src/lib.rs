@@ -39,6 +39,8 @@ pub struct LseEngine {
     engine: Mutex<lse_engine::Engine>,
     /// What the engine was opened with.
     pub options: OpenOptions,
+    /// `lse_engine_info`'s answer, fixed at open (it does not wait for a call in flight).
+    info: String,
 }
 
 // The handle is shared by the C threads that call `lse_perplexity` on it at once.
@@ -81,7 +83,8 @@ pub unsafe extern "C" fn lse_engine_open(options_json: *const c_char, out: *mut 
 /// Loads the model of options `OpenOptions::parse` has checked.
 fn open(options: OpenOptions) -> Result<LseEngine, Failure> {
     let engine = lse_engine::Engine::load(&options.model, options.engine.clone()).map_err(|e| Failure::run(e.to_string()))?;
-    Ok(LseEngine { engine: Mutex::new(engine), options })
+    let info = info_json(&engine);
+    Ok(LseEngine { engine: Mutex::new(engine), options, info })
 }
 
 /// The body every entry point on an engine shares: checks the pointers, runs `f` on the engine
@@ -175,23 +178,22 @@ fn embed(handle: &LseEngine, json: &str) -> Result<String, Failure> {
 #[no_mangle]
 pub unsafe extern "C" fn lse_engine_info(engine: *mut LseEngine, json_out: *mut *mut c_char, err: *mut *mut c_char) -> c_int {
     // SAFETY: the caller's pointers, checked in json_call (header contract).
-    unsafe { json_call("lse_engine_info", engine, None, json_out, err, info) }
+    unsafe { json_call("lse_engine_info", engine, None, json_out, err, |h, _| Ok(h.info.clone())) }
 }
 
 /// The model's facts, the report's `config` and the tokenizer's load notes (the library prints
 /// nothing, so they are said here).
-fn info(handle: &LseEngine, _: &str) -> Result<String, Failure> {
-    let engine = handle.engine.lock().unwrap_or_else(|p| p.into_inner());
+fn info_json(engine: &lse_engine::Engine) -> String {
     let v = serde_json::json!({
         "object": "lse.engine",
         "architecture": engine.architecture(),
         "model_name": engine.model_name(),
         "n_vocab": engine.n_vocab(),
         "kv_capacity": engine.kv_capacity(),
-        "config": lse_eval::Scorer::config_json(&*engine),
+        "config": lse_eval::Scorer::config_json(engine),
         "load_notes": engine.tokenizer().load_notes(),
     });
-    Ok(v.to_string())
+    v.to_string()
 }
 
 /// Parses a request object (SPEC §7 fields). Errors name the field.

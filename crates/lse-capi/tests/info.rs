@@ -58,22 +58,12 @@ fn engine_info_gives_the_model_the_config_and_the_load_notes() {
     unsafe { lse_engine_close(e) };
 
     // the same model with its EOS id past the vocabulary: the note says so
-    let mut w = lse_gguf::GgufWriter::new();
-    for (k, v) in f.metadata().iter().filter(|(k, _)| k != "general.alignment") {
-        let v = if k == "tokenizer.ggml.eos_token_id" { lse_gguf::Value::U32(999_999) } else { v.clone() };
-        w.add_kv(k.clone(), v);
-    }
-    for t in f.tensors() {
-        w.add_tensor(t.name.clone(), &t.dims, t.ggml_type, f.tensor_data(t).to_vec());
-    }
-    let dir = std::env::temp_dir().join(format!("lse-capi-info-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = lse_testdata::tmp("capi", "info");
     let patched = dir.join("tiny-bad-eos.gguf");
-    w.write(&patched).unwrap();
+    lse_gguf::GgufWriter::copy_of(&f, &[], &[("tokenizer.ggml.eos_token_id", lse_gguf::Value::U32(999_999))]).write(&patched).unwrap();
     let e = open(&patched);
     let notes = info(e)["load_notes"].clone();
     unsafe { lse_engine_close(e) };
-    std::fs::remove_dir_all(&dir).ok();
     let notes = notes.as_array().unwrap();
     assert_eq!(notes.len(), 1, "{notes:?}");
     assert!(notes[0].as_str().unwrap().starts_with(&format!("tokenizer.ggml.eos_token_id = 999999 is outside the vocabulary of {n_vocab} tokens")), "{notes:?}");

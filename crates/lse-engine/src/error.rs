@@ -41,7 +41,8 @@ pub enum EngineError {
 }
 
 /// [`EngineError::InvalidToken`] for the first of `ids` outside a vocabulary of `n_vocab` tokens:
-/// the one check every front end's token ids go through (each says whose ids they are).
+/// the check of prompts, stop ids, embedding inputs, row requests, the server's id fields,
+/// scoring input and Python's logits (each caller says whose ids they are).
 pub fn check_token_ids(ids: &[u32], n_vocab: usize) -> Result<(), EngineError> {
     match ids.iter().position(|&id| id as usize >= n_vocab) {
         None => Ok(()),

@@ -56,8 +56,8 @@ impl Engine {
         if requests.len() != rows.n_rows {
             return Err(EngineError::InvalidRequest(format!("{} row requests for {} hidden rows", requests.len(), rows.n_rows)));
         }
-        for r in requests {
-            crate::check_token_ids(&r.ids, v)?;
+        for (i, r) in requests.iter().enumerate() {
+            crate::check_token_ids(r.ids, v).map_err(|e| EngineError::InvalidRequest(format!("row request {i}: {e}")))?;
         }
         let slices = head_slices(v);
         let mut results: Vec<RowReduction> = Vec::with_capacity(rows.n_rows);

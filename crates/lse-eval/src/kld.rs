@@ -300,6 +300,10 @@ impl LseBase {
         if let Some(lp) = rec.logp.iter().find(|&&lp| lp.is_nan() || lp as f64 > SLACK) {
             return Err(bad(format!("has a log-probability of {lp} (log p is at most 0)")));
         }
+        let n_vocab = self.header.n_vocab;
+        if let Some(id) = rec.ids.iter().find(|&&id| id as u64 >= n_vocab as u64) {
+            return Err(bad(format!("lists token id {id} among its top {}, outside the vocabulary of {n_vocab}", rec.ids.len())));
+        }
         // a token listed twice among its top-K would count its probability twice
         self.sorted.clear();
         self.sorted.extend_from_slice(&rec.ids);

@@ -534,6 +534,9 @@ fn lse_base_mismatches_name_the_field() {
     let third = u32::from_le_bytes(bytes[o + 24..o + 28].try_into().unwrap());
     let e = edit("dup.kld", 16, &third.to_le_bytes());
     assert!(e.contains(&format!("lists token id {third} twice among its top 32")), "{e}");
+    // an id past the vocabulary
+    let e = edit("vocab.kld", 16, &u32::MAX.to_le_bytes());
+    assert!(e.contains(&format!("scored token {last} (in window 4) lists token id {} among its top 32, outside the vocabulary of", u32::MAX)), "{e}");
 }
 
 /// Writes a llama.cpp `_logits_` base (reference §4) from full logits rows, with this test's own

@@ -38,6 +38,27 @@ impl GgufWriter {
         }
     }
 
+    /// A copy of `src`: its metadata less the keys in `drop`, with the values in `set` in place of
+    /// the ones it has (in its order) or after them, and all its tensors.
+    pub fn copy_of(src: &crate::GgufFile, drop: &[&str], set: &[(&str, Value)]) -> Self {
+        let mut w = GgufWriter::new();
+        for (k, v) in src.metadata() {
+            if !drop.contains(&k.as_str()) {
+                let v = set.iter().find(|(s, _)| s == k).map_or(v, |(_, n)| n);
+                w.add_kv(k.clone(), v.clone());
+            }
+        }
+        for (k, v) in set {
+            if !src.metadata().iter().any(|(s, _)| s == k) {
+                w.add_kv(*k, v.clone());
+            }
+        }
+        for t in src.tensors() {
+            w.add_tensor(t.name.clone(), &t.dims, t.ggml_type, src.tensor_data(t).to_vec());
+        }
+        w
+    }
+
     /// The version number written in the header (the layout is the same for 2 and 3).
     pub fn set_version(&mut self, version: u32) -> &mut Self {
         self.version = version;

@@ -237,9 +237,21 @@ def test_releases_the_gil(engine, text_file):
 # ---------------------------------------------------------------- bad input
 
 
-def test_load_notes_of_a_sound_model_are_empty(engine):
+def test_load_notes_say_special_ids_outside_the_vocabulary(engine, tmp_path):
     # SmolLM2's special ids all lie in its vocabulary: nothing was set aside
     assert engine.load_notes == []
+    # the synthetic llama with its EOS id (a u32 after the key and its type) moved past the vocabulary
+    data = bytearray((REPO / "data" / "golden" / "synthetic" / "llama-tiny.gguf").read_bytes())
+    key = b"tokenizer.ggml.eos_token_id"
+    at = data.index(key) + len(key)
+    assert int.from_bytes(data[at : at + 4], "little") == 4  # GGUF's u32
+    data[at + 4 : at + 8] = (999999).to_bytes(4, "little")
+    patched = tmp_path / "tiny-bad-eos.gguf"
+    patched.write_bytes(bytes(data))
+    notes = lse.Engine(model=patched, threads=1).load_notes
+    assert len(notes) == 1 and notes[0].startswith(
+        "tokenizer.ggml.eos_token_id = 999999 is outside the vocabulary of"
+    ), notes
 
 
 @needs_model

@@ -98,6 +98,8 @@ server options:
   --chat-template T          the chat template: Jinja source, or chatml (default: the GGUF's
                              tokenizer.chat_template; ChatML when it has none, as llama-server)
   --chat-template-file FILE  the chat template's Jinja source from FILE
+  --no-slots                 GET /slots answers 501 (default: it answers, as llama-server's --slots;
+                             prompts and answers shown only when LLAMA_SERVER_SLOTS_DEBUG=1)
 
 other:
   --quiet                    no progress on stderr
@@ -135,11 +137,13 @@ pub struct ServeOptions {
     pub chat_template: Option<String>,
     /// `--pooling`: how embeddings pool (else the model's own).
     pub pooling: Option<lse_engine::Pooling>,
+    /// `GET /slots` answers (`--slots`, the default; `--no-slots`).
+    pub slots: bool,
 }
 
 impl Default for ServeOptions {
     fn default() -> Self {
-        ServeOptions { host: "127.0.0.1".into(), port: 8080, parallel: 4, api_key: None, alias: None, chat_template: None, pooling: None }
+        ServeOptions { host: "127.0.0.1".into(), port: 8080, parallel: 4, api_key: None, alias: None, chat_template: None, pooling: None, slots: true }
     }
 }
 
@@ -180,13 +184,14 @@ const VALUED: &[&str] = &[
 /// Flags.
 const FLAGS: &[&str] = &[
     "--no-cpu-fallback", "--no-mtp", "--tokenize-no-special", "--tokenize-no-parse-special", "--perplexity-token-ids", "--perplexity-windows",
-    "--ignore-eos", "--json-object", "--quiet", "--help", "-h",
+    "--ignore-eos", "--json-object", "--quiet", "--help", "-h", "--slots", "--no-slots",
 ];
 const GENERATE_ONLY: &[&str] = &[
     "--generate-suffix", "-n", "--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n", "--presence-penalty",
     "--frequency-penalty", "--seed", "--logit-bias", "--stop", "--ignore-eos", "--json-object", "--json-schema", "--generate-output",
 ];
-const SERVE_ONLY: &[&str] = &["--host", "--port", "--parallel", "--api-key", "--alias", "--chat-template", "--chat-template-file", "--pooling"];
+const SERVE_ONLY: &[&str] =
+    &["--host", "--port", "--parallel", "--api-key", "--alias", "--chat-template", "--chat-template-file", "--pooling", "--slots", "--no-slots"];
 const TOKENIZE_ONLY: &[&str] = &["--tokenize-no-special", "--tokenize-no-parse-special", "--tokenize-output"];
 const PERPLEXITY_ONLY: &[&str] = &[
     "--perplexity-method", "--perplexity-ctx", "--perplexity-stride", "--perplexity-chunks", "--perplexity-kld-base-out",
@@ -422,6 +427,8 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
                 a.serve.chat_template = Some(text);
             }
             "--quiet" => a.quiet = true,
+            "--slots" => a.serve.slots = true,
+            "--no-slots" => a.serve.slots = false,
             _ => unreachable!("listed option {name}"),
         }
     }

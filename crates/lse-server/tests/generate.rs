@@ -180,18 +180,9 @@ fn generate_suffix_fills_the_middle_as_llama_server() {
 fn special_ids_outside_the_vocabulary_are_said_at_load() {
     let tiny = lse_testdata::golden("synthetic/llama-tiny.gguf");
     let f = lse_gguf::GgufFile::open(&tiny).unwrap();
-    let mut w = lse_gguf::GgufWriter::new();
-    for (k, v) in f.metadata().iter().filter(|(k, _)| k != "general.alignment") {
-        let v = if k == "tokenizer.ggml.eos_token_id" { lse_gguf::Value::U32(999_999) } else { v.clone() };
-        w.add_kv(k.clone(), v);
-    }
-    for t in f.tensors() {
-        w.add_tensor(t.name.clone(), &t.dims, t.ggml_type, f.tensor_data(t).to_vec());
-    }
-    let dir = std::env::temp_dir().join(format!("lse-generate-notes-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = lse_testdata::tmp("generate", "notes");
     let patched = dir.join("tiny-bad-eos.gguf");
-    w.write(&patched).unwrap();
+    lse_gguf::GgufWriter::copy_of(&f, &[], &[("tokenizer.ggml.eos_token_id", lse_gguf::Value::U32(999_999))]).write(&patched).unwrap();
     let o = run(&patched, &["--generate", "a", "-n", "2", "--temp", "0"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
@@ -199,5 +190,4 @@ fn special_ids_outside_the_vocabulary_are_said_at_load() {
     // the same file without the patch says nothing of the kind
     let o = run(&tiny, &["--generate", "a", "-n", "2", "--temp", "0"]);
     assert!(!String::from_utf8_lossy(&o.stderr).contains("outside the vocabulary"));
-    std::fs::remove_dir_all(&dir).ok();
 }

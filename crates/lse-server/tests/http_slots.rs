@@ -1,6 +1,7 @@
 //! llama-server's `GET /slots` on the real binary and SmolLM2: one entry per `--parallel` slot,
-//! the task it runs or ran last (counts, settings, prompt and generated text), and
-//! `?fail_on_no_slot=1` answering 503 while every slot is busy.
+//! the task it runs or ran last (counts, settings, decode progress), its texts only with
+//! `LLAMA_SERVER_SLOTS_DEBUG` set, `?fail_on_no_slot=1` answering 503 while every slot is busy,
+//! and a 501 under `--no-slots`.
 
 mod http;
 
@@ -21,23 +22,20 @@ fn slots_show_what_each_sequence_runs_and_ran() {
     let s = Server::start(&m, &["--parallel", "1"]);
     let n_ctx = s.get("/props").json()["default_generation_settings"]["n_ctx"].clone();
     let idle = slots(&s);
-    assert_eq!(idle.len(), 1);
-    assert_eq!(idle[0], json!({"id": 0, "n_ctx": n_ctx, "speculative": false, "is_processing": false}));
+    assert_eq!(idle, [json!({"id": 0, "n_ctx": n_ctx, "speculative": false, "is_processing": false})]);
     assert_eq!(s.get("/slots?fail_on_no_slot=1").status, 200);
 
-    // a finished task stays on its slot
-    let prompt = "The capital of France is";
-    let done = s.post("/completion", &json!({"prompt": prompt, "n_predict": 8, "temperature": 0, "ignore_eos": true})).json();
+    // a finished task stays on its slot; its texts are not shown by default
+    let done = s.post("/completion", &json!({"prompt": "The capital of France is", "n_predict": 8, "temperature": 0, "ignore_eos": true})).json();
     let slot = &slots(&s)[0];
-    assert_eq!(slot["is_processing"], false);
-    assert_eq!(slot["id_task"], 0);
+    assert_eq!((slot["is_processing"].clone(), slot["id_task"].clone()), (json!(false), json!(0)));
     assert_eq!(slot["n_prompt_tokens"], done["tokens_evaluated"]);
     assert_eq!(slot["n_prompt_tokens_processed"], done["tokens_evaluated"]);
     assert_eq!(slot["n_prompt_tokens_cache"], 0);
-    assert_eq!(slot["prompt"], prompt);
-    assert_eq!(slot["generated"], done["content"]);
     assert_eq!(slot["params"], done["generation_settings"]);
-    assert_eq!(slot["next_token"], json!([{"has_next_token": false, "has_new_line": done["content"].as_str().unwrap().contains('\n'), "n_remain": 0, "n_decoded": 8}]));
+    let new_line = done["content"].as_str().unwrap().contains('\n');
+    assert_eq!(slot["next_token"], json!([{"has_next_token": false, "has_new_line": new_line, "n_remain": 0, "n_decoded": 8}]));
+    assert!(slot.get("prompt").is_none() && slot.get("generated").is_none(), "{slot}");
 
     // a running one, while its client reads; then its slot is busy for load balancers
     let agent = ureq::AgentBuilder::new().build();
@@ -49,13 +47,14 @@ fn slots_show_what_each_sequence_runs_and_ran() {
     assert!(line.starts_with("data: "), "{line:?}");
     let slot = &slots(&s)[0];
     assert_eq!((slot["is_processing"].clone(), slot["id_task"].clone()), (json!(true), json!(1)));
-    assert_eq!(slot["prompt"], "Tell a long story:");
     assert_eq!(slot["params"]["n_predict"], 1500);
     let next = &slot["next_token"][0];
     let decoded = next["n_decoded"].as_i64().unwrap();
     assert!(decoded >= 1 && next["has_next_token"] == true, "{next}");
     assert_eq!(next["n_remain"].as_i64().unwrap(), 1500 - decoded);
-    s.get("/slots?fail_on_no_slot=1").assert_error(503, "every slot busy");
+    let busy = s.get("/slots?fail_on_no_slot=1");
+    busy.assert_error(503, "every slot busy");
+    assert!(busy.text.contains("no slot available"), "{}", busy.text);
     // the client leaves: the slot is free again and shows the task cut short
     drop(r);
     let t = Instant::now();
@@ -67,36 +66,50 @@ fn slots_show_what_each_sequence_runs_and_ran() {
     assert_eq!(slot["id_task"], 1);
     assert!(slot["next_token"][0]["n_decoded"].as_i64().unwrap() < 1500);
     assert_eq!(s.get("/slots?fail_on_no_slot=1").status, 200);
-    // an answer that ends with the end-of-turn token: the text its client got, without that token's
+}
+
+/// With `LLAMA_SERVER_SLOTS_DEBUG=1` a slot shows its prompt (special tokens written out) and the
+/// text its client got: cut before a stop string, without the end-of-turn token's text.
+#[test]
+fn slots_show_texts_when_asked_and_answer_501_when_off() {
+    let Some(m) = model() else { return };
+    let s = Server::start_env(&m, &["--parallel", "1"], &[("LLAMA_SERVER_SLOTS_DEBUG", "1")]);
+    let prompt = "The capital of France is";
+    let full = s.post("/completion", &json!({"prompt": prompt, "n_predict": 16, "temperature": 0, "ignore_eos": true})).json();
+    let full = full["content"].as_str().unwrap().to_string();
+    // a stop string from the middle of that answer
+    let stop: String = full.trim_start().chars().skip(4).take(3).collect();
+    assert!(!stop.trim().is_empty(), "{full:?}");
+    let done = s.post("/completion", &json!({"prompt": prompt, "n_predict": 16, "temperature": 0, "ignore_eos": true, "stop": [stop]})).json();
+    assert_eq!(done["stop_type"], "word", "{done}");
+    let slot = &slots(&s)[0];
+    assert_eq!((slot["prompt"].as_str(), slot["generated"].clone()), (Some(prompt), done["content"].clone()));
     let chat = "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n";
     let done = s.post("/completion", &json!({"prompt": chat, "n_predict": 64, "temperature": 0})).json();
     assert_eq!(done["stop_type"], "eos", "{done}");
     let slot = &slots(&s)[0];
     assert_eq!((slot["id_task"].clone(), slot["generated"].clone()), (json!(2), done["content"].clone()));
     assert_eq!(slot["prompt"], chat);
+    drop(s);
+    let s = Server::start(&m, &["--no-slots"]);
+    s.get("/slots").assert_error(501, "--no-slots");
 }
 
-/// Two requests at once on two slots: each its own, the lowest free slot first.
+/// Two requests at once on two slots: each its own task.
 #[test]
 fn concurrent_requests_take_their_own_slots() {
     let Some(m) = model() else { return };
     let s = Server::start(&m, &["--parallel", "2"]);
-    let answers: Vec<Value> = std::thread::scope(|sc| {
-        let hs: Vec<_> = ["One", "Two"]
-            .iter()
-            .map(|p| {
-                let s = &s;
-                sc.spawn(move || s.post("/completion", &json!({"prompt": p, "n_predict": 200, "temperature": 0, "ignore_eos": true})).json())
-            })
-            .collect();
-        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    std::thread::scope(|sc| {
+        for p in ["One", "Two"] {
+            let s = &s;
+            sc.spawn(move || s.post("/completion", &json!({"prompt": p, "n_predict": 200, "temperature": 0, "ignore_eos": true})).json());
+        }
     });
     let all = slots(&s);
     assert_eq!(all.len(), 2);
     let mut tasks: Vec<i64> = all.iter().map(|e| e["id_task"].as_i64().expect("both slots ran a task")).collect();
     tasks.sort();
     assert_eq!(tasks, [0, 1]);
-    for a in &answers {
-        assert!(all.iter().any(|e| e["generated"] == a["content"]), "{a} not on a slot");
-    }
+    assert!(all.iter().all(|e| e["next_token"][0]["n_decoded"] == 200), "{all:?}");
 }

@@ -91,6 +91,10 @@ static void no_model_checks(void) {
     err = NULL;
     rc = lse_perplexity(NULL, "{\"text\": \"hello\"}", &json, &err);
     expect_error("perplexity on a NULL engine", rc, err, json, "engine is NULL");
+    json = (char *)&failures;
+    err = NULL;
+    rc = lse_engine_info(NULL, &json, &err);
+    expect_error("info on a NULL engine", rc, err, json, "engine is NULL");
 
     /* NULL frees are no-ops */
     lse_string_free(NULL);
@@ -203,6 +207,16 @@ static int model_checks(const char *options, const char *text_path, int ctx, int
     if (rc != LSE_OK) {
         free(text_json);
         return 1;
+    }
+
+    /* what the engine is */
+    {
+        char *info = NULL, *err2 = NULL;
+        rc = lse_engine_info(e, &info, &err2);
+        CHECK(rc == LSE_OK && err2 == NULL && info != NULL && strstr(info, "\"object\":\"lse.engine\"") && strstr(info, "\"load_notes\":[]"),
+              "lse_engine_info -> rc %d %s", rc, info ? info : (err2 ? err2 : ""));
+        lse_string_free(info);
+        lse_string_free(err2);
     }
 
     /* bad requests on a good engine */

@@ -162,21 +162,8 @@ pub fn max_logp_diff(a: &Scores, b: &Scores) -> f64 {
 #[allow(dead_code)]
 pub fn rewritten(src: &Path, tag: &str, drop: &[&str], set: &[(&str, lse_gguf::Value)]) -> std::path::PathBuf {
     let src = lse_gguf::GgufFile::open(src).expect("open model");
-    let mut wr = lse_gguf::GgufWriter::new();
-    wr.set_alignment(src.alignment() as u32);
-    for (k, v) in src.metadata() {
-        if !drop.contains(&k.as_str()) && !set.iter().any(|(s, _)| s == k) {
-            wr.add_kv(k.clone(), v.clone());
-        }
-    }
-    for (k, v) in set {
-        wr.add_kv(*k, v.clone());
-    }
-    for t in src.tensors() {
-        wr.add_tensor(t.name.clone(), &t.dims, t.ggml_type, src.tensor_data(t).to_vec());
-    }
     let path = std::env::temp_dir().join(format!("lse-{tag}-{}.gguf", std::process::id()));
-    wr.write(&path).expect("write rewritten gguf");
+    lse_gguf::GgufWriter::copy_of(&src, drop, set).write(&path).expect("write rewritten gguf");
     path
 }
 

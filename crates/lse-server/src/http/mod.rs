@@ -93,19 +93,17 @@ fn route_panic(p: Box<dyn std::any::Any + Send + 'static>) -> axum::response::Re
 
 /// Loads the engine and starts the scheduler; on failure the process ends (nothing to serve).
 fn load(app: AppState, args: Args, model: std::path::PathBuf) -> Option<std::thread::JoinHandle<()>> {
-    let engine = match crate::engine_modes::load_engine(&model, &args) {
-        Ok(e) => Arc::new(e),
-        Err(e) => {
-            eprintln!("lse-server: {e}");
-            std::process::exit(1);
-        }
+    let fail = |e: String| -> ! {
+        eprintln!("lse-server: {e}");
+        std::process::exit(1);
     };
+    let engine = Arc::new(crate::engine_modes::load_engine(&model, &args).unwrap_or_else(|e| fail(e)));
     let gguf_template = lse_engine::open_model_metadata(&model).ok().and_then(|f| f.get_str("tokenizer.chat_template").map(str::to_string));
-    let chat_template = template::choose(args.serve.chat_template.as_deref(), gguf_template);
+    let chat_template = template::choose(args.serve.chat_template.as_deref(), gguf_template).unwrap_or_else(|e| fail(e));
     let parallel = args.serve.parallel.max(1);
     let (scheduler, handle) = Scheduler::start(engine.clone(), parallel, QUEUE, app.metrics.clone());
     let pooling = args.serve.pooling.or(engine.model_pooling());
-    let ready = Ready { engine, scheduler, model_id: app.model_id(), chat_template, pooling, parallel };
+    let ready = Ready { engine, scheduler, model_id: app.model_id(), chat_template, pooling, parallel, slots_endpoint: args.serve.slots };
     if app.ready.set(ready).is_err() {
         return None;
     }

@@ -16,7 +16,7 @@ use super::errors::{from_engine, from_eval, ApiError};
 use super::metrics::Metrics;
 use super::scoring::{prompt_logprobs, PromptLogprob, ScoredPrompts};
 use super::session_cache::SessionCache;
-use super::slots::{SlotTask, Slots};
+use super::slots::{SlotTask, SlotView, Slots};
 use lse_engine::generation::StepToken;
 use super::generate::End;
 use lse_engine::{common_prefix, Engine, GenerateRequest, Sequence};
@@ -52,8 +52,9 @@ pub enum Job {
     PromptLogprobs { ids: Vec<u32>, top_k: usize, cache_prompt: bool, tx: Reply<(Vec<PromptLogprob>, usize)> },
     /// One pooled, normalised vector per input, all inputs in one batched prefill.
     Embed { req: lse_engine::EmbedRequest, tx: Reply<lse_engine::EmbedReport> },
-    /// `GET /slots`: answered as soon as the thread sees it, ahead of the queue.
-    Slots { tx: Reply<serde_json::Value> },
+    /// `GET /slots`: answered when the thread next looks at its queue (between steps, or between
+    /// a scoring job's windows), ahead of the jobs waiting there.
+    Slots { tx: Reply<Vec<SlotView>> },
     /// Wakes the thread to notice shutdown.
     Wake,
 }
@@ -126,7 +127,7 @@ impl Scheduler {
         let parallel = parallel.max(1);
         let cache = SessionCache::new(parallel);
         let scored = ScoredPrompts::new(parallel);
-        let slots = Slots::new(parallel);
+        let slots = Slots::new(parallel, super::slots::texts_shown());
         let worker = Worker {
             engine,
             parallel,
@@ -188,6 +189,13 @@ struct Running {
     first_token: Option<Instant>,
 }
 
+impl Running {
+    /// Its task as `/slots` shows it (`texts`: with the prompt and the text so far).
+    fn slot_task(&self, running: bool, texts: bool) -> SlotTask {
+        SlotTask::of(self.task, &self.params, self.max_tokens, &self.seq, running, texts)
+    }
+}
+
 struct Worker {
     engine: Arc<Engine>,
     parallel: usize,
@@ -245,9 +253,8 @@ impl Worker {
     fn receive(&mut self, job: Job) {
         match job {
             Job::Slots { tx } => {
-                let now = self.running.iter().map(|r| (r.slot, SlotTask::of(r.task, &r.params, r.max_tokens, &r.seq, true))).collect();
-                let engine = self.engine.clone();
-                let _ = tx.send(catch_unwind(AssertUnwindSafe(|| self.slots.json(&engine, now))).map_err(internal_panic));
+                let now = self.running.iter().map(|r| (r.slot, r.slot_task(true, self.slots.texts))).collect();
+                let _ = tx.send(Ok(self.slots.views(now)));
             }
             j => self.waiting.push_back(j),
         }
@@ -501,7 +508,7 @@ impl Worker {
     /// prompts (between steps a session's KV rows are whole).
     fn retire(&mut self, gone: impl Fn(&Running) -> bool) {
         for r in self.running.extract_if(.., |r| gone(r)) {
-            self.slots.ended(r.slot, SlotTask::of(r.task, &r.params, r.max_tokens, &r.seq, false));
+            self.slots.ended(r.slot, r.slot_task(false, self.slots.texts));
             self.cache.put(r.seq.into_session());
         }
     }
@@ -509,7 +516,7 @@ impl Worker {
     fn fail_running(&mut self, error: ApiError) {
         self.metrics.requests_failed.fetch_add(self.running.len() as u64, Relaxed);
         for r in self.running.drain(..) {
-            self.slots.ended(r.slot, SlotTask::of(r.task, &r.params, r.max_tokens, &r.seq, false));
+            self.slots.ended(r.slot, r.slot_task(false, self.slots.texts));
             let _ = r.tx.send(Event::Error { index: r.index, error: error.clone() });
         }
     }
@@ -530,10 +537,8 @@ impl Worker {
                 Job::Embed { tx, .. } => {
                     let _ = tx.send(Err(ApiError::unavailable("the server is shutting down")));
                 }
-                Job::Slots { tx } => {
-                    let _ = tx.send(Err(ApiError::unavailable("the server is shutting down")));
-                }
-                Job::Wake => {}
+                // answered by `receive`, never queued
+                Job::Slots { .. } | Job::Wake => {}
             }
         }
     }

@@ -1,50 +1,74 @@
 //! llama-server's `GET /slots`: one entry per `--parallel` sequence slot, what it runs now or ran
-//! last (the task's id, prompt counts, settings, decode progress, prompt and generated text).
-//! The scheduler thread fills them in between steps; nothing is kept beyond each slot's last task.
+//! last (the task's id, prompt counts, settings, decode progress). As there, a task's prompt and
+//! generated text are shown only when `LLAMA_SERVER_SLOTS_DEBUG` is set to a non-zero number:
+//! otherwise anyone who may read `/slots` would read every client's text. The scheduler thread
+//! copies the counts between steps; the route writes the JSON (and decodes the prompt) on its own
+//! thread.
 
 use lse_engine::{Engine, Sequence};
 use serde_json::{json, Value};
 
+/// Whether `/slots` shows the texts: llama-server's `LLAMA_SERVER_SLOTS_DEBUG`, a non-zero number.
+pub fn texts_shown() -> bool {
+    std::env::var("LLAMA_SERVER_SLOTS_DEBUG").ok().and_then(|v| v.trim().parse::<i64>().ok()).is_some_and(|v| v != 0)
+}
+
 /// What a slot's task is or was: enough to write its entry.
+#[derive(Clone)]
 pub struct SlotTask {
     pub id_task: u64,
     /// The request's settings as llama-server writes them (`native::settings`).
-    pub params: Value,
-    pub max_tokens: i64,
-    prompt: Vec<u32>,
-    generated: Vec<u32>,
+    params: Value,
+    /// Tokens it may still generate (the request's limit, resolved against the context).
+    max_tokens: i64,
+    n_prompt: usize,
     /// Prompt tokens run so far, and those found in a kept session instead.
     processed: usize,
     cached: usize,
+    decoded: usize,
+    has_new_line: bool,
     running: bool,
+    /// The prompt's ids and the text its client got (stop string cut), when [`texts_shown`].
+    texts: Option<(Vec<u32>, String)>,
 }
 
 impl SlotTask {
     /// The task of `seq` (`running`: still stepping) as it stands.
-    pub fn of(id_task: u64, params: &Value, max_tokens: i64, seq: &Sequence, running: bool) -> SlotTask {
+    pub fn of(id_task: u64, params: &Value, max_tokens: i64, seq: &Sequence, running: bool, texts: bool) -> SlotTask {
         let fed = seq.prompt().len() - seq.prompt_left();
+        let generated = seq.text.text();
         SlotTask {
             id_task,
             params: params.clone(),
             max_tokens,
-            prompt: seq.prompt().to_vec(),
-            generated: seq.ids(),
+            n_prompt: seq.prompt().len(),
             processed: fed.saturating_sub(seq.cached_tokens()),
             cached: seq.cached_tokens(),
+            decoded: seq.steps.len(),
+            has_new_line: generated.contains('\n'),
             running,
+            texts: texts.then(|| (seq.prompt().to_vec(), generated.to_string())),
         }
     }
 }
 
-/// Slot ids in use and each slot's last task, and the next task id.
+/// One slot as the scheduler sees it: busy or not, and its task now or last.
+pub struct SlotView {
+    pub processing: bool,
+    pub task: Option<SlotTask>,
+}
+
+/// Each slot's last task, and the next task id.
 pub struct Slots {
     last: Vec<Option<SlotTask>>,
     next_task: u64,
+    /// Whether tasks keep their texts ([`texts_shown`]).
+    pub texts: bool,
 }
 
 impl Slots {
-    pub fn new(parallel: usize) -> Slots {
-        Slots { last: (0..parallel).map(|_| None).collect(), next_task: 0 }
+    pub fn new(parallel: usize, texts: bool) -> Slots {
+        Slots { last: (0..parallel).map(|_| None).collect(), next_task: 0, texts }
     }
 
     /// A new task's id.
@@ -65,41 +89,44 @@ impl Slots {
         }
     }
 
-    /// Every slot's entry: the running tasks from `now` (slot, task), the others' last.
-    pub fn json(&self, engine: &Engine, now: Vec<(usize, SlotTask)>) -> Value {
-        // the prompt with its special tokens' text, the answer as its client got it (without them)
-        let text = |ids: &[u32], special: bool| String::from_utf8_lossy(&engine.tokenizer().detokenize(ids, false, special)).into_owned();
-        let entries: Vec<Value> = (0..self.last.len())
-            .map(|id| {
-                let current = now.iter().find(|(s, _)| *s == id).map(|(_, t)| t);
-                let task = current.or(self.last[id].as_ref());
-                let mut e = json!({"id": id, "n_ctx": engine.kv_capacity(), "speculative": false, "is_processing": current.is_some()});
-                if let Some(t) = task {
-                    let generated = text(&t.generated, false);
-                    let decoded = t.generated.len() as i64;
-                    let o = e.as_object_mut().expect("an object");
-                    o.insert("id_task".into(), json!(t.id_task));
-                    o.insert("n_prompt_tokens".into(), json!(t.prompt.len()));
-                    o.insert("n_prompt_tokens_processed".into(), json!(t.processed));
-                    o.insert("n_prompt_tokens_cache".into(), json!(t.cached));
-                    o.insert("params".into(), t.params.clone());
-                    o.insert(
-                        "next_token".into(),
-                        json!([{
-                            "has_next_token": t.running,
-                            "has_new_line": generated.contains('\n'),
-                            "n_remain": if t.max_tokens < 0 { -1 } else { (t.max_tokens - decoded).max(0) },
-                            "n_decoded": decoded,
-                        }]),
-                    );
-                    o.insert("prompt".into(), json!(text(&t.prompt, true)));
-                    o.insert("generated".into(), json!(generated));
-                }
-                e
+    /// Every slot: the running tasks from `now` (slot, task), the others' last.
+    pub fn views(&self, mut now: Vec<(usize, SlotTask)>) -> Vec<SlotView> {
+        (0..self.last.len())
+            .map(|id| match now.iter().position(|(s, _)| *s == id) {
+                Some(i) => SlotView { processing: true, task: Some(now.swap_remove(i).1) },
+                None => SlotView { processing: false, task: self.last[id].clone() },
             })
-            .collect();
-        Value::Array(entries)
+            .collect()
     }
+}
+
+/// The `/slots` answer: llama-server's fields per slot.
+pub fn json(engine: &Engine, views: &[SlotView]) -> Value {
+    let entries = views.iter().enumerate().map(|(id, v)| {
+        let mut e = json!({"id": id, "n_ctx": engine.kv_capacity(), "speculative": false, "is_processing": v.processing});
+        if let Some(t) = &v.task {
+            let o = e.as_object_mut().expect("an object");
+            o.insert("id_task".into(), json!(t.id_task));
+            o.insert("n_prompt_tokens".into(), json!(t.n_prompt));
+            o.insert("n_prompt_tokens_processed".into(), json!(t.processed));
+            o.insert("n_prompt_tokens_cache".into(), json!(t.cached));
+            o.insert("params".into(), t.params.clone());
+            let next = json!({
+                "has_next_token": t.running,
+                "has_new_line": t.has_new_line,
+                "n_remain": (t.max_tokens - t.decoded as i64).max(0),
+                "n_decoded": t.decoded,
+            });
+            o.insert("next_token".into(), json!([next]));
+            if let Some((prompt, generated)) = &t.texts {
+                // the prompt with its special tokens' text, as llama-server shows it
+                o.insert("prompt".into(), json!(String::from_utf8_lossy(&engine.tokenizer().detokenize(prompt, false, true))));
+                o.insert("generated".into(), json!(generated));
+            }
+        }
+        e
+    });
+    Value::Array(entries.collect())
 }
 
 #[cfg(test)]
@@ -108,7 +135,7 @@ mod tests {
 
     #[test]
     fn lowest_free_slot_and_task_ids() {
-        let mut s = Slots::new(3);
+        let mut s = Slots::new(3, false);
         assert_eq!(s.free([].into_iter()), 0);
         assert_eq!(s.free([0, 2].into_iter()), 1);
         assert_eq!(s.free([1, 0].into_iter()), 2);

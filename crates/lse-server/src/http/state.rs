@@ -19,6 +19,8 @@ pub struct Ready {
     pub pooling: Option<lse_engine::Pooling>,
     /// `--parallel`: sequences decoded at once (llama-server's slots).
     pub parallel: usize,
+    /// `GET /slots` answers (`--no-slots` turns it off).
+    pub slots_endpoint: bool,
 }
 
 pub struct App {

@@ -131,18 +131,18 @@ pub fn from_option(option: &str) -> Result<&str, String> {
 }
 
 /// The template to serve: `--chat-template` (resolved by [`from_option`] when the arguments are
-/// parsed) or `--chat-template-file`, else the GGUF's when [`check`] takes it, else ChatML (as
-/// llama-server). Says on stderr when it falls back.
-pub fn choose(option: Option<&str>, gguf: Option<String>) -> ChatTemplate {
+/// parsed) or `--chat-template-file`, which must work, else the GGUF's when [`check`] takes it,
+/// else ChatML (as llama-server). Says on stderr when it falls back.
+pub fn choose(option: Option<&str>, gguf: Option<String>) -> Result<ChatTemplate, String> {
     let chatml = |why: String| {
         eprintln!("lse-server: {why}; chat requests use ChatML, as llama-server does (--chat-template sets one)");
         ChatTemplate::new(CHATML.to_string()).expect("ChatML parses and renders")
     };
-    match (option, gguf) {
-        (Some(src), _) => ChatTemplate::new(src.to_string()).unwrap_or_else(|e| chatml(format!("--chat-template: {e}"))),
+    Ok(match (option, gguf) {
+        (Some(src), _) => ChatTemplate::new(src.to_string()).map_err(|e| format!("--chat-template: {e}"))?,
         (None, Some(src)) => ChatTemplate::new(src).unwrap_or_else(|e| chatml(format!("the model's chat template cannot be used ({e})"))),
         (None, None) => chatml("the model has no chat template".into()),
-    }
+    })
 }
 
 /// Whether `source` has any Jinja in it: a template without would render every conversation as
@@ -328,9 +328,10 @@ mod tests {
         let user = serde_json::json!([msgs[1]]);
         assert_eq!(render(CHATML, &user, None, "", "", false).unwrap(), "<|im_start|>user\nHi<|im_end|>\n");
         assert_eq!(from_option("chatml"), Ok(CHATML));
-        assert_eq!(choose(Some(CHATML), Some("x".into())).source(), CHATML);
-        assert_eq!(choose(None, Some("x".into())).source(), "x");
-        assert_eq!(choose(None, Some("{% for m in messages %}".into())).source(), CHATML);
+        assert_eq!(choose(Some(CHATML), Some("x".into())).unwrap().source(), CHATML);
+        assert_eq!(choose(None, Some("x".into())).unwrap().source(), "x");
+        assert_eq!(choose(None, Some("{% for m in messages %}".into())).unwrap().source(), CHATML);
+        assert!(choose(Some("{% for m in messages %}"), None).err().unwrap().starts_with("--chat-template: the chat template does not parse"));
         assert!(check("{% for m in messages %}").is_err());
         assert!(from_option("gemma").unwrap_err().contains("Jinja source or chatml"));
         assert!(from_option("{% for m in messages %}").unwrap_err().contains("does not parse"));

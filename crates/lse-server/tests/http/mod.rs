@@ -65,9 +65,21 @@ impl Server {
         s
     }
 
+    /// [`Server::start`] with environment variables `env` set for the server.
+    pub fn start_env(model: &str, extra: &[&str], env: &[(&str, &str)]) -> Server {
+        let s = Server::spawn_env(model, extra, env);
+        s.wait_ready();
+        s
+    }
+
     /// Starts the server and returns once it has printed its address (the model may be loading).
     pub fn spawn(model: &str, extra: &[&str]) -> Server {
+        Server::spawn_env(model, extra, &[])
+    }
+
+    fn spawn_env(model: &str, extra: &[&str], env: &[(&str, &str)]) -> Server {
         let mut child = Command::new(BIN)
+            .envs(env.iter().copied())
             .args(["--model", model, "--port", "0"])
             // the engine flags `extra` does not set itself
             .args(ENGINE.chunks(2).filter(|f| !extra.contains(&f[0])).flatten())

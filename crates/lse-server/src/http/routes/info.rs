@@ -5,7 +5,7 @@ use crate::http::scheduler::Job;
 use crate::http::openai::{now_secs, piece};
 use crate::http::state::AppState;
 use axum::extract::{Query, State};
-use axum::http::header;
+use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::Json;
 use serde_json::{json, Value};
@@ -83,16 +83,20 @@ pub async fn metrics(State(app): State<AppState>) -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], app.metrics.render())
 }
 
-/// llama-server's `GET /slots`: each `--parallel` slot, what it runs or ran last; with
-/// `?fail_on_no_slot=1`, a 503 when every slot is busy (what load balancers ask).
+/// llama-server's `GET /slots`: each `--parallel` slot, what it runs or ran last (see
+/// `http::slots`); with `?fail_on_no_slot=1`, a 503 when every slot is busy (what load balancers
+/// ask); a 501 under `--no-slots`, as there.
 pub async fn slots(State(app): State<AppState>, Query(q): Query<std::collections::HashMap<String, String>>) -> ApiResult<Json<Value>> {
     let r = app.ready()?;
+    if !r.slots_endpoint {
+        return Err(ApiError::new(StatusCode::NOT_IMPLEMENTED, "This server does not support slots endpoint. Start it with `--slots`"));
+    }
     let (tx, rx) = tokio::sync::oneshot::channel();
     r.scheduler.submit(Job::Slots { tx })?;
-    let v = rx.await.map_err(|_| ApiError::internal("the scheduler dropped the request"))??;
-    let all_busy = v.as_array().is_some_and(|a| a.iter().all(|s| s["is_processing"] == true));
-    if all_busy && q.get("fail_on_no_slot").is_some_and(|f| !f.is_empty()) {
+    // the thread drops unanswered jobs only when it stops
+    let views = rx.await.map_err(|_| ApiError::unavailable("the server is shutting down"))??;
+    if views.iter().all(|v| v.processing) && q.get("fail_on_no_slot").is_some_and(|f| !f.is_empty()) {
         return Err(ApiError::unavailable("no slot available"));
     }
-    Ok(Json(v))
+    Ok(Json(crate::http::slots::json(&r.engine, &views)))
 }
