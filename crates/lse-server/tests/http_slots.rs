@@ -7,7 +7,6 @@ mod http;
 
 use http::{model, Server};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
 use std::time::{Duration, Instant};
 
 fn slots(s: &Server) -> Vec<Value> {
@@ -38,13 +37,8 @@ fn slots_show_what_each_sequence_runs_and_ran() {
     assert!(slot.get("prompt").is_none() && slot.get("generated").is_none(), "{slot}");
 
     // a running one, while its client reads; then its slot is busy for load balancers
-    let agent = ureq::AgentBuilder::new().build();
     let long = json!({"prompt": "Tell a long story:", "n_predict": 1500, "ignore_eos": true, "temperature": 0, "stream": true});
-    let resp = agent.post(&format!("{}/completion", s.base)).send_string(&long.to_string()).unwrap();
-    let mut r = BufReader::new(resp.into_reader());
-    let mut line = String::new();
-    r.read_line(&mut line).unwrap();
-    assert!(line.starts_with("data: "), "{line:?}");
+    let r = s.first_event("/completion", &long);
     let slot = &slots(&s)[0];
     assert_eq!((slot["is_processing"].clone(), slot["id_task"].clone()), (json!(true), json!(1)));
     assert_eq!(slot["params"]["n_predict"], 1500);

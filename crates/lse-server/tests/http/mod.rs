@@ -170,6 +170,17 @@ impl Server {
         events
     }
 
+    /// Opens a streamed request on its own connection and reads its first event; dropping the
+    /// reader hangs up (a client that leaves).
+    pub fn first_event(&self, path: &str, body: &Value) -> impl BufRead {
+        let resp = ureq::AgentBuilder::new().build().post(&format!("{}{path}", self.base)).send_string(&body.to_string()).unwrap();
+        let mut r = BufReader::new(resp.into_reader());
+        let mut line = String::new();
+        r.read_line(&mut line).unwrap();
+        assert!(line.starts_with("data: "), "{line:?}");
+        r
+    }
+
     /// The `data:` events of a streamed request up to `[DONE]` or the end, and whether `[DONE]` came.
     fn events(&self, path: &str, body: &Value) -> (Vec<Value>, bool) {
         let resp = self.agent.post(&format!("{}{path}", self.base)).send_string(&body.to_string()).expect("stream request");
