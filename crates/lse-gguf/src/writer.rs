@@ -39,7 +39,7 @@ impl GgufWriter {
     }
 
     /// A copy of `src`: its metadata less the keys in `drop`, with the values in `set` in place of
-    /// the ones it has (in its order) or after them, and all its tensors.
+    /// the ones it keeps (in its order) or after them, and all its tensors.
     pub fn copy_of(src: &crate::GgufFile, drop: &[&str], set: &[(&str, Value)]) -> Self {
         let mut w = GgufWriter::new();
         for (k, v) in src.metadata() {
@@ -49,7 +49,7 @@ impl GgufWriter {
             }
         }
         for (k, v) in set {
-            if !src.metadata().iter().any(|(s, _)| s == k) {
+            if drop.contains(k) || !src.metadata().iter().any(|(s, _)| s == k) {
                 w.add_kv(*k, v.clone());
             }
         }

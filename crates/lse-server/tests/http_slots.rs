@@ -24,14 +24,16 @@ fn slots_show_what_each_sequence_runs_and_ran() {
     assert_eq!(idle, [json!({"id": 0, "n_ctx": n_ctx, "speculative": false, "is_processing": false})]);
     assert_eq!(s.get("/slots?fail_on_no_slot=1").status, 200);
 
-    // a finished task stays on its slot; its texts are not shown by default
-    let done = s.post("/completion", &json!({"prompt": "The capital of France is", "n_predict": 8, "temperature": 0, "ignore_eos": true})).json();
+    // a finished task stays on its slot; its texts (stop strings too) are not shown by default
+    let done = s.post("/completion", &json!({"prompt": "The capital of France is", "n_predict": 8, "temperature": 0, "ignore_eos": true, "stop": ["Zq"]})).json();
     let slot = &slots(&s)[0];
     assert_eq!((slot["is_processing"].clone(), slot["id_task"].clone()), (json!(false), json!(0)));
     assert_eq!(slot["n_prompt_tokens"], done["tokens_evaluated"]);
     assert_eq!(slot["n_prompt_tokens_processed"], done["tokens_evaluated"]);
     assert_eq!(slot["n_prompt_tokens_cache"], 0);
-    assert_eq!(slot["params"], done["generation_settings"]);
+    let mut settings = done["generation_settings"].clone();
+    assert_eq!(settings.as_object_mut().unwrap().remove("stop"), Some(json!(["Zq"])));
+    assert_eq!(slot["params"], settings);
     let new_line = done["content"].as_str().unwrap().contains('\n');
     assert_eq!(slot["next_token"], json!([{"has_next_token": false, "has_new_line": new_line, "n_remain": 0, "n_decoded": 8}]));
     assert!(slot.get("prompt").is_none() && slot.get("generated").is_none(), "{slot}");
@@ -86,24 +88,24 @@ fn slots_show_texts_when_asked_and_answer_501_when_off() {
     assert_eq!(slot["prompt"], chat);
     drop(s);
     let s = Server::start(&m, &["--no-slots"]);
-    s.get("/slots").assert_error(501, "--no-slots");
+    let off = s.get("/slots");
+    off.assert_error(501, "--no-slots");
+    assert_eq!(off.json()["error"]["type"], "not_supported_error");
 }
 
-/// Two requests at once on two slots: each its own task.
+/// Two streams at once on two slots: each its own task, in the lowest free slots.
 #[test]
 fn concurrent_requests_take_their_own_slots() {
     let Some(m) = model() else { return };
-    let s = Server::start(&m, &["--parallel", "2"]);
-    std::thread::scope(|sc| {
-        for p in ["One", "Two"] {
-            let s = &s;
-            sc.spawn(move || s.post("/completion", &json!({"prompt": p, "n_predict": 200, "temperature": 0, "ignore_eos": true})).json());
-        }
-    });
+    let s = Server::start(&m, &["--parallel", "3"]);
+    let long = |p: &str| json!({"prompt": p, "n_predict": 1500, "temperature": 0, "ignore_eos": true, "stream": true});
+    let (a, b) = (s.first_event("/completion", &long("One")), s.first_event("/completion", &long("Two")));
     let all = slots(&s);
-    assert_eq!(all.len(), 2);
-    let mut tasks: Vec<i64> = all.iter().map(|e| e["id_task"].as_i64().expect("both slots ran a task")).collect();
+    let busy: Vec<bool> = all.iter().map(|e| e["is_processing"] == true).collect();
+    assert_eq!(busy, [true, true, false], "{all:?}");
+    let mut tasks: Vec<i64> = all[..2].iter().map(|e| e["id_task"].as_i64().unwrap()).collect();
     tasks.sort();
     assert_eq!(tasks, [0, 1]);
-    assert!(all.iter().all(|e| e["next_token"][0]["n_decoded"] == 200), "{all:?}");
+    assert!(all[2].get("id_task").is_none());
+    drop((a, b));
 }

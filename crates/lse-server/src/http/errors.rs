@@ -48,6 +48,7 @@ impl ApiError {
             400 | 405 | 413 | 422 => "invalid_request_error",
             401 | 403 => "authentication_error",
             404 => "not_found_error",
+            501 => "not_supported_error",
             503 => "unavailable_error",
             _ => "server_error",
         }

@@ -332,7 +332,11 @@ impl Worker {
                             self.metrics.prompt_tokens_cached.fetch_add(seq.cached_tokens() as u64, Relaxed);
                             let slot = self.slots.free(self.running.iter().map(|r| r.slot));
                             let (task, max_tokens) = (self.slots.task_id(), req.max_tokens);
-                            let params = super::native::settings(max_tokens, &req.sampling, &req.stop, req.ignore_eos, req.top_logprobs);
+                            let mut params = super::native::settings(max_tokens, &req.sampling, &req.stop, req.ignore_eos, req.top_logprobs);
+                            if !self.slots.texts {
+                                // the client's text, as llama-server's metrics-only settings leave it out
+                                params.as_object_mut().map(|o| o.remove("stop"));
+                            }
                             let started = Instant::now();
                             self.running.push(Running { index, slot, task, params, max_tokens, seq, tx, steps_sent: 0, started, first_token: None });
                         }

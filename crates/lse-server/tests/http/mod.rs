@@ -79,6 +79,8 @@ impl Server {
 
     fn spawn_env(model: &str, extra: &[&str], env: &[(&str, &str)]) -> Server {
         let mut child = Command::new(BIN)
+            // what the tests expect by default, whatever the runner's environment says
+            .env_remove("LLAMA_SERVER_SLOTS_DEBUG")
             .envs(env.iter().copied())
             .args(["--model", model, "--port", "0"])
             // the engine flags `extra` does not set itself
