@@ -16,7 +16,7 @@ use super::errors::{from_engine, from_eval, ApiError};
 use super::metrics::Metrics;
 use super::scoring::{prompt_logprobs, PromptLogprob, ScoredPrompts};
 use super::session_cache::SessionCache;
-use super::slots::{SlotTask, SlotView, Slots};
+use super::slots::{SlotTask, SlotView, Slots, TaskInfo};
 use lse_engine::generation::StepToken;
 use super::generate::End;
 use lse_engine::{common_prefix, Engine, GenerateRequest, Sequence};
@@ -176,11 +176,9 @@ enum Source {
 
 struct Running {
     index: usize,
-    /// Its `/slots` entry, task id and settings.
+    /// Its `/slots` entry, and what its task was asked.
     slot: usize,
-    task: u64,
-    params: serde_json::Value,
-    max_tokens: i64,
+    task: Arc<TaskInfo>,
     seq: Sequence,
     tx: mpsc::UnboundedSender<Event>,
     steps_sent: usize,
@@ -192,7 +190,7 @@ struct Running {
 impl Running {
     /// Its task as `/slots` shows it (`texts`: with the prompt and the text so far).
     fn slot_task(&self, running: bool, texts: bool) -> SlotTask {
-        SlotTask::of(self.task, &self.params, self.max_tokens, &self.seq, running, texts)
+        SlotTask::of(&self.task, &self.seq, running, texts)
     }
 }
 
@@ -331,14 +329,8 @@ impl Worker {
                             self.metrics.prompt_tokens.fetch_add(seq.prompt().len() as u64, Relaxed);
                             self.metrics.prompt_tokens_cached.fetch_add(seq.cached_tokens() as u64, Relaxed);
                             let slot = self.slots.free(self.running.iter().map(|r| r.slot));
-                            let (task, max_tokens) = (self.slots.task_id(), req.max_tokens);
-                            let mut params = super::native::settings(max_tokens, &req.sampling, &req.stop, req.ignore_eos, req.top_logprobs);
-                            if !self.slots.texts {
-                                // the client's text, as llama-server's metrics-only settings leave it out
-                                params.as_object_mut().map(|o| o.remove("stop"));
-                            }
-                            let started = Instant::now();
-                            self.running.push(Running { index, slot, task, params, max_tokens, seq, tx, steps_sent: 0, started, first_token: None });
+                            let task = self.slots.start(&req);
+                            self.running.push(Running { index, slot, task, seq, tx, steps_sent: 0, started: Instant::now(), first_token: None });
                         }
                         Ok(Err(e)) => {
                             let _ = tx.send(Event::Error { index, error: from_engine(&e) });

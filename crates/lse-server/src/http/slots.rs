@@ -5,22 +5,28 @@
 //! copies the counts between steps; the route writes the JSON (and decodes the prompt) on its own
 //! thread.
 
-use lse_engine::{Engine, Sequence};
+use lse_engine::{Engine, GenerateRequest, Sequence};
 use serde_json::{json, Value};
+use std::sync::Arc;
 
 /// Whether `/slots` shows the texts: llama-server's `LLAMA_SERVER_SLOTS_DEBUG`, a non-zero number.
 pub fn texts_shown() -> bool {
     std::env::var("LLAMA_SERVER_SLOTS_DEBUG").ok().and_then(|v| v.trim().parse::<i64>().ok()).is_some_and(|v| v != 0)
 }
 
+/// What a task was asked, fixed when it starts (shared by its running and ended entries).
+pub struct TaskInfo {
+    id_task: u64,
+    /// The request's settings as llama-server writes them (`native::settings`).
+    params: Value,
+    /// Tokens it may generate (the request's limit, resolved against the context).
+    max_tokens: i64,
+}
+
 /// What a slot's task is or was: enough to write its entry.
 #[derive(Clone)]
 pub struct SlotTask {
-    pub id_task: u64,
-    /// The request's settings as llama-server writes them (`native::settings`).
-    params: Value,
-    /// Tokens it may still generate (the request's limit, resolved against the context).
-    max_tokens: i64,
+    info: Arc<TaskInfo>,
     n_prompt: usize,
     /// Prompt tokens run so far, and those found in a kept session instead.
     processed: usize,
@@ -33,14 +39,12 @@ pub struct SlotTask {
 }
 
 impl SlotTask {
-    /// The task of `seq` (`running`: still stepping) as it stands.
-    pub fn of(id_task: u64, params: &Value, max_tokens: i64, seq: &Sequence, running: bool, texts: bool) -> SlotTask {
+    /// The task `info` started as `seq` (`running`: still stepping) as it stands.
+    pub fn of(info: &Arc<TaskInfo>, seq: &Sequence, running: bool, texts: bool) -> SlotTask {
         let fed = seq.prompt().len() - seq.prompt_left();
         let generated = seq.text.text();
         SlotTask {
-            id_task,
-            params: params.clone(),
-            max_tokens,
+            info: info.clone(),
             n_prompt: seq.prompt().len(),
             processed: fed.saturating_sub(seq.cached_tokens()),
             cached: seq.cached_tokens(),
@@ -77,6 +81,16 @@ impl Slots {
         self.next_task - 1
     }
 
+    /// A task starting with `req`: its id and settings; its stop strings only when texts are
+    /// shown (they are the client's text, which llama-server's metrics-only settings leave out).
+    pub fn start(&mut self, req: &GenerateRequest) -> Arc<TaskInfo> {
+        let mut params = super::native::settings(req.max_tokens, &req.sampling, &req.stop, req.ignore_eos, req.top_logprobs);
+        if !self.texts {
+            params.as_object_mut().map(|o| o.remove("stop"));
+        }
+        Arc::new(TaskInfo { id_task: self.task_id(), params, max_tokens: req.max_tokens })
+    }
+
     /// The lowest slot id not in `busy`.
     pub fn free(&self, busy: impl Iterator<Item = usize> + Clone) -> usize {
         (0..self.last.len()).find(|i| !busy.clone().any(|b| b == *i)).unwrap_or(0)
@@ -106,15 +120,15 @@ pub fn json(engine: &Engine, views: &[SlotView]) -> Value {
         let mut e = json!({"id": id, "n_ctx": engine.kv_capacity(), "speculative": false, "is_processing": v.processing});
         if let Some(t) = &v.task {
             let o = e.as_object_mut().expect("an object");
-            o.insert("id_task".into(), json!(t.id_task));
+            o.insert("id_task".into(), json!(t.info.id_task));
             o.insert("n_prompt_tokens".into(), json!(t.n_prompt));
             o.insert("n_prompt_tokens_processed".into(), json!(t.processed));
             o.insert("n_prompt_tokens_cache".into(), json!(t.cached));
-            o.insert("params".into(), t.params.clone());
+            o.insert("params".into(), t.info.params.clone());
             let next = json!({
                 "has_next_token": t.running,
                 "has_new_line": t.has_new_line,
-                "n_remain": (t.max_tokens - t.decoded as i64).max(0),
+                "n_remain": (t.info.max_tokens - t.decoded as i64).max(0),
                 "n_decoded": t.decoded,
             });
             o.insert("next_token".into(), json!([next]));
