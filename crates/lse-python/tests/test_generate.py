@@ -3,6 +3,7 @@ sampling repeats, stop strings and max tokens end with the right finish_reason, 
 ``suffix`` fills in the middle as llama-server does (Qwen2.5-Coder)."""
 
 import json
+import math
 import subprocess
 
 import pytest
@@ -149,3 +150,23 @@ def test_suffix_fills_the_middle_as_llama_server():
                                                           max_tokens=48, temperature=0)
     assert (r["prompt_tokens"], r["ids"], r["text"]) == (case["tokens_evaluated"], case["ids"], case["text"])
 
+
+
+def test_post_sampling_probs_are_the_chains_candidates(engine):  # noqa: F811
+    # the first step's candidates under top-k 4 at temperature 0.5 are the model's four best with
+    # exp(lp / 0.5) renormalised, worked out here from the plain log-probs; greedy: the pick at 1
+    plain = engine.generate(PROMPT, max_tokens=1, temperature=0, top_logprobs=4)
+    assert "top_probs" not in plain and "sampled_probs" not in plain
+    best = plain["top_logprobs"][0]
+    w = [math.exp((lp - best[0][1]) / 0.5) for _, lp in best]
+    r = engine.generate(PROMPT, max_tokens=5, temperature=0.5, top_k=4, top_p=1.0, min_p=0.0, seed=9,
+                        top_logprobs=4, post_sampling_probs=True)
+    assert [t for t, _ in r["top_probs"][0]] == [t for t, _ in best]
+    assert all(abs(p - wi / sum(w)) < 1e-6 for (_, p), wi in zip(r["top_probs"][0], w))
+    for tok, p, top in zip(r["ids"], r["sampled_probs"], r["top_probs"]):
+        assert abs(sum(q for _, q in top) - 1.0) < 1e-9
+        assert dict(top)[tok] == p
+    g = engine.generate(PROMPT, max_tokens=3, temperature=0, top_logprobs=2, post_sampling_probs=True)
+    assert g["sampled_probs"] == [1.0] * 3 and g["top_probs"] == [[[t, 1.0]] for t in g["ids"]]
+    with pytest.raises(ValueError, match="post_sampling_probs"):
+        engine.generate(PROMPT, max_tokens=1, post_sampling_probs="yes")

@@ -602,6 +602,64 @@ fn native_fields_stop_word_and_timings() {
     s.post("/completion", &json!({"prompt": prompt, "grammar": "root ::= \"a\""})).assert_error(400, "grammar");
 }
 
+/// llama-server's `post_sampling_probs`: `prob` and `top_probs` are the sampler chain's
+/// candidates. With top-k 5 at temperature 0.7 (top-p and min-p off) the first step's are the
+/// model's five best (from a plain `n_probs` request) with probabilities exp(lp / 0.7)
+/// renormalised, worked out here from those log-probs; greedy gives the pick alone at 1; the
+/// default chain at temperature 1 keeps what llama-server's own test asks (all in (0, 1], fewer
+/// than asked only when they sum to 1); the stream carries the same fields.
+#[test]
+fn post_sampling_probs_are_the_chains_candidates() {
+    let Some(m) = model() else { return };
+    let s = Server::start(&m, &[]);
+    let prompt = "Today was the day. Today I would finally become a";
+    let plain = s.post("/completion", &json!({"prompt": prompt, "n_predict": 1, "temperature": 0, "n_probs": 5})).json();
+    let best = &plain["completion_probabilities"][0]["top_logprobs"];
+    let lps: Vec<f64> = best.as_array().unwrap().iter().map(|e| e["logprob"].as_f64().unwrap()).collect();
+    let w: Vec<f64> = lps.iter().map(|lp| ((lp - lps[0]) / 0.7).exp()).collect();
+    let total: f64 = w.iter().sum();
+    let body = json!({"prompt": prompt, "n_predict": 6, "temperature": 0.7, "top_k": 5, "top_p": 1, "min_p": 0, "seed": 3,
+                      "n_probs": 5, "post_sampling_probs": true});
+    let r = s.post("/completion", &body).json();
+    assert_eq!(r["generation_settings"]["post_sampling_probs"], json!(true), "{r}");
+    let steps = r["completion_probabilities"].as_array().unwrap();
+    assert_eq!(steps.len(), 6, "{r}");
+    let first = steps[0]["top_probs"].as_array().unwrap();
+    assert_eq!(first.len(), 5, "{r}");
+    for (i, e) in first.iter().enumerate() {
+        assert_eq!(e["id"], best[i]["id"], "{r}");
+        let want = w[i] / total;
+        assert!((e["prob"].as_f64().unwrap() - want).abs() < 1e-5, "candidate {i}: {e} against {want}");
+    }
+    for st in steps {
+        assert!(st.get("logprob").is_none() && st.get("top_logprobs").is_none(), "{st}");
+        let top = st["top_probs"].as_array().unwrap();
+        let sum: f64 = top.iter().map(|e| e["prob"].as_f64().unwrap()).sum();
+        assert!((sum - 1.0).abs() < 1e-9, "top-k 5 keeps 5: {st}");
+        let chosen = top.iter().find(|e| e["id"] == st["id"]).expect("the pick is a candidate");
+        assert_eq!(chosen["prob"], st["prob"], "{st}");
+    }
+    // greedy: the pick alone, probability 1; the stream says the same
+    let greedy = json!({"prompt": prompt, "n_predict": 4, "temperature": 0, "n_probs": 3, "post_sampling_probs": true});
+    let r = s.post("/completion", &greedy).json();
+    let chunks = s.stream_native("/completion", &json!({"stream": true, "prompt": prompt, "n_predict": 4, "temperature": 0, "n_probs": 3, "post_sampling_probs": true}));
+    let streamed: Vec<Value> = chunks.iter().filter_map(|c| c.get("completion_probabilities")).flat_map(|p| p.as_array().unwrap().clone()).collect();
+    assert_eq!(streamed.len(), 4, "{chunks:?}");
+    for (st, sst) in r["completion_probabilities"].as_array().unwrap().iter().zip(&streamed) {
+        assert_eq!(st["prob"], json!(1.0), "{st}");
+        assert_eq!(st["top_probs"], json!([{"id": st["id"], "token": st["token"], "bytes": st["bytes"], "prob": 1.0}]), "{st}");
+        assert_eq!(st, sst);
+    }
+    // llama-server's test: the default chain at temperature 1
+    let r = s.post("/completion", &json!({"prompt": prompt, "n_predict": 5, "temperature": 1.0, "n_probs": 10, "post_sampling_probs": true})).json();
+    for st in r["completion_probabilities"].as_array().unwrap() {
+        let top = st["top_probs"].as_array().unwrap();
+        assert!(top.iter().all(|e| e["prob"].as_f64().is_some_and(|p| p > 0.0 && p <= 1.0)), "{st}");
+        let sum: f64 = top.iter().map(|e| e["prob"].as_f64().unwrap()).sum();
+        assert!(top.len() == 10 || (sum - 1.0).abs() < 1e-9, "{st}");
+    }
+}
+
 /// `/v1/embeddings` with `--pooling last`: llama-server's vectors (data/golden/embedding; the float
 /// distance is the engine test's, so here only that the route serves them: cosine >= 0.999), and
 /// its bad requests refused.

@@ -19,5 +19,5 @@ pub use logit_bias::LogitBias;
 pub use request::{GenerateRequest, Prompt, SamplingParams, MAX_TOP_LOGPROBS};
 pub(crate) use request::bad_field;
 pub use sampler::{argmax, Sampler};
-pub use sequence::{FinishReason, Sequence, StepStats, StepToken};
+pub use sequence::{FinishReason, PostSampling, Sequence, StepStats, StepToken};
 pub use text::TextStream;

@@ -20,6 +20,12 @@ pub struct GenerationReport {
     /// Per step, the most likely tokens and their log-probs (when asked for).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub top_logprobs: Option<Vec<Vec<(u32, f64)>>>,
+    /// With `post_sampling_probs`, per step: the chosen token's probability after the sampler
+    /// chain, and the most likely candidates the chain kept with theirs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sampled_probs: Option<Vec<f64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub top_probs: Option<Vec<Vec<(u32, f64)>>>,
     pub prompt_seconds: f64,
     pub decode_seconds: f64,
     pub decode_tokens_per_second: f64,
@@ -27,7 +33,8 @@ pub struct GenerationReport {
 
 impl GenerationReport {
     /// The report of a finished sequence (`finish()` is called on its text).
-    pub fn from_sequence(s: &mut Sequence, want_top: bool, ended: Instant) -> GenerationReport {
+    pub fn from_sequence(s: &mut Sequence, req: &GenerateRequest, ended: Instant) -> GenerationReport {
+        let (want_top, post) = (req.top_logprobs > 0, req.post_sampling_probs);
         s.text.finish();
         let first = s.first_token_at.unwrap_or(ended);
         let prompt_seconds = first.duration_since(s.started).as_secs_f64();
@@ -43,6 +50,8 @@ impl GenerationReport {
             logprobs: s.steps.iter().map(|t| t.logprob).collect(),
             top2_margin: s.steps.iter().map(|t| t.top2_margin).collect(),
             top_logprobs: want_top.then(|| s.steps.iter().map(|t| t.top.clone()).collect()),
+            sampled_probs: post.then(|| s.steps.iter().map(|t| t.post_sampling.as_ref().map_or(0.0, |p| p.prob)).collect()),
+            top_probs: (post && want_top).then(|| s.steps.iter().map(|t| t.post_sampling.as_ref().map_or_else(Vec::new, |p| p.top.clone())).collect()),
             prompt_seconds,
             decode_seconds,
             decode_tokens_per_second: if decode_seconds > 0.0 { decoded as f64 / decode_seconds } else { 0.0 },
@@ -68,7 +77,7 @@ impl Engine {
             .iter_mut()
             .zip(reqs)
             .zip(ended)
-            .map(|((s, r), e)| GenerationReport::from_sequence(s, r.top_logprobs > 0, e.unwrap_or_else(Instant::now)))
+            .map(|((s, r), e)| GenerationReport::from_sequence(s, r, e.unwrap_or_else(Instant::now)))
             .collect())
     }
 

@@ -40,6 +40,9 @@ pub struct Sampler {
     rng: Rng,
     /// The original values of the entries [`Sampler::sample_in_place`] changes (reused).
     saved: Vec<(u32, f32)>,
+    /// When kept ([`Sampler::keeping_candidates`]): the last draw's final candidates and their
+    /// probabilities, most likely first.
+    kept: Option<Vec<(u32, f64)>>,
 }
 
 impl Sampler {
@@ -48,7 +51,27 @@ impl Sampler {
             let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
             t ^ (std::process::id() as u64).rotate_left(32)
         });
-        Sampler { p: p.clone(), rng: Rng(seed), saved: Vec::new() }
+        Sampler { p: p.clone(), rng: Rng(seed), saved: Vec::new(), kept: None }
+    }
+
+    /// Makes each draw keep its final candidates for [`Sampler::candidates_kept`].
+    pub fn keeping_candidates(mut self) -> Sampler {
+        self.kept = Some(Vec::new());
+        self
+    }
+
+    /// The candidates the last draw chose among (after top-k, top-p and min-p) with their
+    /// probabilities at the temperature, most likely first; greedy: the pick alone, 1. Empty
+    /// unless [`Sampler::keeping_candidates`].
+    pub fn candidates_kept(&self) -> &[(u32, f64)] {
+        self.kept.as_deref().unwrap_or(&[])
+    }
+
+    fn keep(&mut self, cand: impl Iterator<Item = (u32, f64)>) {
+        if let Some(k) = &mut self.kept {
+            k.clear();
+            k.extend(cand);
+        }
     }
 
     /// The tokens of `history` (the session's tokens, oldest first) the penalties count: the last
@@ -130,6 +153,7 @@ impl Sampler {
         if self.p.temperature <= 0.0 {
             let best = argmax(logits);
             let second = logits.iter().enumerate().filter(|&(i, _)| i != best as usize).map(|(_, &l)| l).fold(f32::NEG_INFINITY, f32::max);
+            self.keep(std::iter::once((best, 1.0)));
             return (best, (logits[best as usize] - second) as f64);
         }
         (self.draw(logits), f64::INFINITY)
@@ -179,6 +203,7 @@ impl Sampler {
             cand.truncate(keep.max(1));
         }
         let probs = softmax(&cand, self.p.temperature);
+        self.keep(cand.iter().zip(&probs).map(|(c, &p)| (c.0, p)));
         let u = self.rng.unit();
         let mut cum = 0.0;
         for (c, pr) in cand.iter().zip(&probs) {
@@ -326,6 +351,32 @@ mod tests {
                 assert!(in_place.iter().zip(&row).all(|(x, y)| x.to_bits() == y.to_bits()), "the row is restored");
             }
         }
+    }
+
+    /// The kept candidates are those the draw chose among, with probabilities at the
+    /// temperature (worked out by hand: p² renormalised at t = 0.5); greedy keeps its pick at 1.
+    #[test]
+    fn kept_candidates_are_the_chains_last_list() {
+        let logits = [(0.5f32).ln(), (0.3f32).ln(), (0.15f32).ln(), (0.05f32).ln()];
+        let base = SamplingParams { temperature: 0.5, top_k: 0, top_p: 1.0, min_p: 0.0, seed: Some(2), ..Default::default() };
+        let kept = |p: SamplingParams| {
+            let mut s = Sampler::new(&p).keeping_candidates();
+            let id = s.sample(&mut logits.clone(), &[]);
+            (id, s.candidates_kept().to_vec())
+        };
+        let (id, k) = kept(SamplingParams { top_k: 2, ..base.clone() });
+        let want = [(0u32, 0.25 / 0.34), (1, 0.09 / 0.34)];
+        assert!(k.len() == 2 && k.iter().zip(&want).all(|(a, b)| a.0 == b.0 && (a.1 - b.1).abs() < 1e-6), "{k:?}");
+        assert!(id <= 1);
+        // min-p 0.25 keeps tokens within a quarter of the best (0.5, 0.3, 0.15)
+        let (_, k) = kept(SamplingParams { min_p: 0.25, ..base.clone() });
+        assert_eq!(k.iter().map(|c| c.0).collect::<Vec<_>>(), [0, 1, 2]);
+        assert!((k.iter().map(|c| c.1).sum::<f64>() - 1.0).abs() < 1e-12);
+        assert_eq!(kept(SamplingParams { temperature: 0.0, ..base.clone() }), (0, vec![(0, 1.0)]));
+        // not asked: nothing kept
+        let mut s = Sampler::new(&base);
+        s.sample(&mut logits.clone(), &[]);
+        assert!(s.candidates_kept().is_empty());
     }
 
     #[test]

@@ -50,6 +50,25 @@ pub struct StepToken {
     /// Greedy only: the chosen logit's lead over the next best after the penalties.
     pub choice_margin: f64,
     pub top: Vec<(u32, f64)>,
+    /// With `post_sampling_probs`: the probabilities after the sampler chain.
+    pub post_sampling: Option<PostSampling>,
+}
+
+/// A step's probabilities among the candidates its sampler chain kept (llama-server's
+/// `post_sampling_probs`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PostSampling {
+    /// The chosen token's.
+    pub prob: f64,
+    /// The most likely kept candidates (at most `top_logprobs`, none of probability 0).
+    pub top: Vec<(u32, f64)>,
+}
+
+impl PostSampling {
+    fn new(id: u32, kept: &[(u32, f64)], n: usize) -> PostSampling {
+        let prob = kept.iter().find(|c| c.0 == id).map_or(0.0, |c| c.1);
+        PostSampling { prob, top: kept.iter().take(n).take_while(|c| c.1 > 0.0).copied().collect() }
+    }
 }
 
 pub struct Sequence {
@@ -68,6 +87,7 @@ pub struct Sequence {
     stop_ids: Vec<u32>,
     min_tokens: usize,
     top_logprobs: usize,
+    post_sampling_probs: bool,
     pub steps: Vec<StepToken>,
     pub text: TextStream,
     pub finish: Option<FinishReason>,
@@ -220,7 +240,7 @@ impl Engine {
             fed,
             cached: fed,
             next: None,
-            sampler: Sampler::new(&req.sampling),
+            sampler: if req.post_sampling_probs { Sampler::new(&req.sampling).keeping_candidates() } else { Sampler::new(&req.sampling) },
             max_tokens: req.max_tokens as usize,
             ignore_eos: req.ignore_eos,
             stop_ids: {
@@ -230,6 +250,7 @@ impl Engine {
             },
             min_tokens: req.min_tokens,
             top_logprobs: req.top_logprobs,
+            post_sampling_probs: req.post_sampling_probs,
             steps: Vec::new(),
             text: TextStream::new(&req.stop),
             finish: None,
@@ -347,7 +368,8 @@ impl Engine {
         } else {
             StepList::new()
         };
-        let (mut id, mut choice_margin) = if s.sampler.is_plain_greedy() && !hold_end {
+        let mut argmax_only = s.sampler.is_plain_greedy() && !hold_end;
+        let (mut id, mut choice_margin) = if argmax_only {
             // no penalty: the argmax is already known
             let second = red.top.get(1).map_or(f32::NEG_INFINITY, |t| t.1);
             (red.argmax, (red.max - second) as f64)
@@ -369,8 +391,13 @@ impl Engine {
                     return Ok(());
                 }
                 (id, choice_margin) = s.sampler.sample_with_margin(&mut s.work, s.session.tokens());
+                argmax_only = false;
             }
         }
+        let post_sampling = s.post_sampling_probs.then(|| {
+            let kept: &[(u32, f64)] = if argmax_only { &[(id, 1.0)] } else { s.sampler.candidates_kept() };
+            PostSampling::new(id, kept, s.top_logprobs)
+        });
         let lp = |l: f32| l as f64 - max - lse;
         let top = &red.top;
         let margin = if top.len() > 1 { (top[0].1 - top[1].1) as f64 } else { f64::INFINITY };
@@ -380,6 +407,7 @@ impl Engine {
             top2_margin: margin,
             choice_margin,
             top: top.iter().take(s.top_logprobs).map(|&(t, l)| (t, lp(l))).collect(),
+            post_sampling,
         });
         let end = (tk.is_eog(id) && !s.ignore_eos) || s.stop_ids.binary_search(&id).is_ok();
         if end {

@@ -340,7 +340,8 @@ class Engine:
     def generate(self, prompt, *, max_tokens=None, temperature=None, top_k=None, top_p=None, min_p=None,
                  repeat_penalty=None, repeat_last_n=None, presence_penalty=None, frequency_penalty=None,
                  seed=None, stop=None, ignore_eos=None, top_logprobs=None, add_special=None, logit_bias=None,
-                 json_object=None, json_schema=None, suffix=None, stop_token_ids=None, min_tokens=None):
+                 json_object=None, json_schema=None, suffix=None, stop_token_ids=None, min_tokens=None,
+                 post_sampling_probs=None):
         """Prompts the model with ``prompt`` (a str, tokenized as a prompt with special-token text
         parsed, or a list of token ids; with ``suffix``, the text before a gap and ``suffix`` the
         text after it, laid out with the model's fill-in-the-middle tokens, as
@@ -372,7 +373,8 @@ class Engine:
                        top_logprobs=top_logprobs, add_special=add_special,
                        logit_bias=None if logit_bias is None else _logit_bias(logit_bias),
                        json_object=json_object, json_schema=json_schema,
-                       stop_token_ids=None if stop_token_ids is None else _tokens(stop_token_ids, "stop_token_ids"), min_tokens=min_tokens)
+                       stop_token_ids=None if stop_token_ids is None else _tokens(stop_token_ids, "stop_token_ids"), min_tokens=min_tokens,
+                       post_sampling_probs=post_sampling_probs)
         scalars = ("stop", "logit_bias", "json_schema", "stop_token_ids")
         req.update({k: v if k in scalars else _option(k, v) for k, v in options.items() if v is not None})
         return json.loads(self._native.generate_json(_request(req, {"prompt.prefix": "prompt", "prompt.suffix": "suffix"})))

@@ -1,6 +1,6 @@
 //! llama-server's own answer form, shared by its `/completion` and `/infill` routes: `content`,
 //! `tokens` (with `return_tokens`), `stop_type`, `tokens_evaluated`, the rendered `prompt`,
-//! `stopping_word`, `timings`, `completion_probabilities` (with `n_probs`); streamed as `{"content": .., "stop": false}` chunks
+//! `stopping_word`, `timings`, `completion_probabilities` (with `n_probs`, `post_sampling_probs`); streamed as `{"content": .., "stop": false}` chunks
 //! (each with its token ids), the stats last and no `[DONE]`.
 
 use super::body::Fields;
@@ -18,11 +18,13 @@ use lse_engine::{Engine, FinishReason, GenerateRequest, Prompt};
 use serde_json::{json, Value};
 use std::sync::Arc;
 
-/// llama-server's sampling settings object (`/props`' defaults, a `/completion` answer's
-/// `generation_settings`); without a seed, llama.cpp's "draw one" value (`LLAMA_DEFAULT_SEED`).
-pub fn settings(n_predict: i64, s: &lse_engine::SamplingParams, stop: &[String], ignore_eos: bool, n_probs: usize) -> Value {
+/// llama-server's sampling settings object of a request (`/props`' defaults, a `/completion`
+/// answer's `generation_settings`, `/slots`' `params`); without a seed, llama.cpp's "draw one"
+/// value (`LLAMA_DEFAULT_SEED`).
+pub fn settings(req: &GenerateRequest) -> Value {
+    let s = &req.sampling;
     json!({
-        "n_predict": n_predict,
+        "n_predict": req.max_tokens,
         "seed": s.seed.unwrap_or(u32::MAX as u64),
         "temperature": s.temperature,
         "top_k": s.top_k,
@@ -32,9 +34,10 @@ pub fn settings(n_predict: i64, s: &lse_engine::SamplingParams, stop: &[String],
         "repeat_last_n": s.repeat_last_n,
         "presence_penalty": s.presence_penalty,
         "frequency_penalty": s.frequency_penalty,
-        "stop": stop,
-        "ignore_eos": ignore_eos,
-        "n_probs": n_probs,
+        "stop": req.stop,
+        "ignore_eos": req.ignore_eos,
+        "n_probs": req.top_logprobs,
+        "post_sampling_probs": req.post_sampling_probs,
     })
 }
 
@@ -44,6 +47,8 @@ struct Shape {
     prompt: Vec<u32>,
     return_tokens: bool,
     n_probs: usize,
+    /// `post_sampling_probs`: the probabilities after the sampler chain, as `prob` and `top_probs`.
+    post_sampling: bool,
     /// `generation_settings`: what the request ran with.
     settings: Value,
 }
@@ -53,17 +58,23 @@ impl Shape {
         json!(if self.return_tokens { steps.iter().map(|s| s.id).collect() } else { Vec::new() })
     }
 
-    /// llama-server's `completion_probabilities`: each step's token and its `n_probs` best.
+    /// llama-server's `completion_probabilities`: each step's token and its `n_probs` best, as
+    /// log-probs under the model or (`post_sampling_probs`) probabilities after the sampler chain.
     fn probabilities(&self, engine: &Engine, steps: &[StepToken]) -> Value {
-        let entry = |id: u32, lp: f64| {
+        let (value, list) = if self.post_sampling { ("prob", "top_probs") } else { ("logprob", "top_logprobs") };
+        let entry = |id: u32, v: f64| {
             let text = piece(engine, id);
-            json!({"id": id, "token": text, "bytes": engine.tokenizer().token_to_piece(id, true), "logprob": lp})
+            json!({"id": id, "token": text, "bytes": engine.tokenizer().token_to_piece(id, true), value: v})
         };
         let rows: Vec<Value> = steps
             .iter()
             .map(|s| {
-                let mut e = entry(s.id, s.logprob);
-                e["top_logprobs"] = json!(s.top.iter().map(|&(id, lp)| entry(id, lp)).collect::<Vec<_>>());
+                let (v, top) = match (&s.post_sampling, self.post_sampling) {
+                    (Some(p), true) => (p.prob, &p.top),
+                    _ => (s.logprob, &s.top),
+                };
+                let mut e = entry(s.id, v);
+                e[list] = json!(top.iter().map(|&(id, v)| entry(id, v)).collect::<Vec<_>>());
                 e
             })
             .collect();
@@ -114,9 +125,10 @@ pub async fn respond(app: &AppState, ready: &Ready, f: &Fields<'_>, ids: Vec<u32
     base.sampling.temperature = base.sampling.temperature.max(0.0);
     let max_tokens = max_tokens_or_room(f, &MAX_KEYS, base.max_tokens, ids.len(), ready.engine.kv_capacity())?;
     let n_probs = f.u64("n_probs")?.unwrap_or(0) as usize;
-    let req = validated(GenerateRequest { prompt: Prompt::Tokens(ids.clone()), max_tokens, top_logprobs: n_probs, ..base })?;
-    let settings = settings(req.max_tokens, &req.sampling, &req.stop, req.ignore_eos, n_probs);
-    let shape = Shape { model: app.model_id(), prompt: ids, return_tokens: f.bool("return_tokens")?.unwrap_or(false), n_probs, settings };
+    let post_sampling = f.bool("post_sampling_probs")?.unwrap_or(false);
+    let req = validated(GenerateRequest { prompt: Prompt::Tokens(ids.clone()), max_tokens, top_logprobs: n_probs, post_sampling_probs: post_sampling, ..base })?;
+    let return_tokens = f.bool("return_tokens")?.unwrap_or(false);
+    let shape = Shape { model: app.model_id(), prompt: ids, return_tokens, n_probs, post_sampling, settings: settings(&req) };
     let (stream, _) = stream_flags(f)?;
     answer(&ready.scheduler, &ready.engine, shape, req, stream, cache_prompt(f)?).await
 }

@@ -84,7 +84,7 @@ impl Slots {
     /// A task starting with `req`: its id and settings; its stop strings only when texts are
     /// shown (they are the client's text, which llama-server's metrics-only settings leave out).
     pub fn start(&mut self, req: &GenerateRequest) -> Arc<TaskInfo> {
-        let mut params = super::native::settings(req.max_tokens, &req.sampling, &req.stop, req.ignore_eos, req.top_logprobs);
+        let mut params = super::native::settings(req);
         if !self.texts {
             params.as_object_mut().map(|o| o.remove("stop"));
         }

@@ -61,12 +61,12 @@ pub async fn props(State(app): State<AppState>) -> ApiResult<Json<Value>> {
     let r = app.ready()?;
     let e = &r.engine;
     let tk = e.tokenizer();
-    let s = lse_engine::SamplingParams::default();
+    let defaults = lse_engine::GenerateRequest { max_tokens: -1, ..Default::default() };
     let text = |id: Option<u32>| id.map_or(Value::Null, |t| json!(piece(e, t)));
     Ok(Json(json!({
         "default_generation_settings": {
             "n_ctx": e.kv_capacity(),
-            "params": crate::http::native::settings(-1, &s, &[], false, 0),
+            "params": crate::http::native::settings(&defaults),
         },
         "total_slots": r.parallel,
         "model_alias": r.model_id,
