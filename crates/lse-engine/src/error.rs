@@ -36,6 +36,8 @@ pub enum EngineError {
     Tokenizer(String),
     #[error("kernel: {0}")]
     Kernel(String),
+    #[error("session file {0}: {1}")]
+    SessionFile(String, String),
     #[error("stopped: nobody waits for the answer")]
     Cancelled,
 }

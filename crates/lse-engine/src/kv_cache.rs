@@ -79,6 +79,33 @@ impl LayerKv {
         Ok(())
     }
 
+    /// The stored K and V bytes of the first `n` positions (a session file's rows).
+    pub(crate) fn held(&self, n: usize) -> (&[u8], &[u8]) {
+        let (kb, vb) = self.held_bytes(n);
+        (&self.k[..kb], &self.v[..vb])
+    }
+
+    /// How many bytes [`LayerKv::held`] gives for `n` positions.
+    pub(crate) fn held_bytes(&self, n: usize) -> (usize, usize) {
+        (n * self.n_head_kv * self.kb, n * self.n_head_kv * self.vb)
+    }
+
+    /// Takes `k` and `v`, bytes as [`LayerKv::held`] gives them, as the cache's first positions
+    /// (an empty cache: a session read from a file); the f32 copy is made again on first use.
+    pub(crate) fn put_held(&mut self, k: &[u8], v: &[u8]) -> Result<(), EngineError> {
+        let n = k.len() / (self.n_head_kv * self.kb);
+        if n > self.capacity || k.len() != n * self.n_head_kv * self.kb || v.len() != n * self.n_head_kv * self.vb {
+            return Err(EngineError::Kernel("kv rows: sizes do not match the cache".into()));
+        }
+        self.k = k.to_vec();
+        self.v = v.to_vec();
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.mirror = None;
+        }
+        Ok(())
+    }
+
     /// Bytes one position costs (K and V rows of every head, in the cache dtype).
     pub fn bytes_per_position(&self) -> usize {
         self.n_head_kv * (self.kb + self.vb)

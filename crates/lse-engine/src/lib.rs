@@ -22,6 +22,7 @@ pub mod ops;
 mod open_options;
 mod options;
 mod session;
+mod session_file;
 pub mod spelling;
 pub mod weights;
 

@@ -100,6 +100,8 @@ server options:
   --chat-template-file FILE  the chat template's Jinja source from FILE
   --no-slots                 GET /slots answers 501 (default: it answers, as llama-server's --slots;
                              prompts and answers shown only when LLAMA_SERVER_SLOTS_DEBUG=1)
+  --slot-save-path DIR       POST /slots/ID?action=save|restore|erase writes a slot's cache to a
+                             file in DIR and reads it back (made if missing; default: no actions)
 
 other:
   --quiet                    no progress on stderr
@@ -139,11 +141,13 @@ pub struct ServeOptions {
     pub pooling: Option<lse_engine::Pooling>,
     /// `GET /slots` answers (`--slots`, the default; `--no-slots`).
     pub slots: bool,
+    /// `--slot-save-path`: where slot actions write and read slot files (none: no actions).
+    pub slot_save_path: Option<PathBuf>,
 }
 
 impl Default for ServeOptions {
     fn default() -> Self {
-        ServeOptions { host: "127.0.0.1".into(), port: 8080, parallel: 4, api_key: None, alias: None, chat_template: None, pooling: None, slots: true }
+        ServeOptions { host: "127.0.0.1".into(), port: 8080, parallel: 4, api_key: None, alias: None, chat_template: None, pooling: None, slots: true, slot_save_path: None }
     }
 }
 
@@ -179,7 +183,7 @@ const VALUED: &[&str] = &[
     "--perplexity-kld-base-out", "--perplexity-kld-top-k", "--perplexity-kld", "--perplexity-output",
     "--perplexity-shard", "--perplexity-merge", "--generate", "--generate-file", "--generate-suffix", "-n", "--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n",
     "--presence-penalty", "--frequency-penalty", "--seed", "--logit-bias", "--stop", "--json-schema", "--generate-output",
-    "--host", "--port", "--parallel", "--api-key", "--alias", "--chat-template", "--chat-template-file", "--pooling",
+    "--host", "--port", "--parallel", "--api-key", "--alias", "--chat-template", "--chat-template-file", "--pooling", "--slot-save-path",
 ];
 /// Flags.
 const FLAGS: &[&str] = &[
@@ -191,7 +195,7 @@ const GENERATE_ONLY: &[&str] = &[
     "--frequency-penalty", "--seed", "--logit-bias", "--stop", "--ignore-eos", "--json-object", "--json-schema", "--generate-output",
 ];
 const SERVE_ONLY: &[&str] =
-    &["--host", "--port", "--parallel", "--api-key", "--alias", "--chat-template", "--chat-template-file", "--pooling", "--slots", "--no-slots"];
+    &["--host", "--port", "--parallel", "--api-key", "--alias", "--chat-template", "--chat-template-file", "--pooling", "--slots", "--no-slots", "--slot-save-path"];
 const TOKENIZE_ONLY: &[&str] = &["--tokenize-no-special", "--tokenize-no-parse-special", "--tokenize-output"];
 const PERPLEXITY_ONLY: &[&str] = &[
     "--perplexity-method", "--perplexity-ctx", "--perplexity-stride", "--perplexity-chunks", "--perplexity-kld-base-out",
@@ -429,6 +433,7 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
             "--quiet" => a.quiet = true,
             "--slots" => a.serve.slots = true,
             "--no-slots" => a.serve.slots = false,
+            "--slot-save-path" => a.serve.slot_save_path = Some(PathBuf::from(v)),
             _ => unreachable!("listed option {name}"),
         }
     }

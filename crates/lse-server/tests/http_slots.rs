@@ -1,7 +1,8 @@
 //! llama-server's `GET /slots` on the real binary and SmolLM2: one entry per `--parallel` slot,
 //! the task it runs or ran last (counts, settings, decode progress), its texts only with
 //! `LLAMA_SERVER_SLOTS_DEBUG` set, `?fail_on_no_slot=1` answering 503 while every slot is busy,
-//! and a 501 under `--no-slots`.
+//! and a 501 under `--no-slots`; slot actions (`--slot-save-path`): a slot's cache saved,
+//! erased and restored, in the same server and in a new one.
 
 mod http;
 
@@ -108,4 +109,80 @@ fn concurrent_requests_take_their_own_slots() {
     assert_eq!(tasks, [0, 1]);
     assert!(all[2].get("id_task").is_none());
     drop((a, b));
+}
+
+fn action(s: &Server, slot: usize, action: &str, file: Option<&str>) -> http::Reply {
+    let body = file.map_or(json!({}), |f| json!({"filename": f}));
+    s.post(&format!("/slots/{slot}?action={action}"), &body)
+}
+
+/// A slot's cache saved to a file, erased, and restored into another slot (then into a new
+/// server process): the same prompt then runs only its last token and gives the same answer;
+/// bad slots, names, files and actions are refused, another model's file too, and a server
+/// without `--slot-save-path` answers 501.
+#[test]
+fn slot_actions_save_erase_and_restore_a_slots_cache() {
+    let Some(m) = model() else { return };
+    let dir = lse_testdata::tmp("http", "slot-files");
+    let path = dir.to_str().unwrap().to_string();
+    let s = Server::start(&m, &["--parallel", "2", "--slot-save-path", &path]);
+    let ask = json!({"prompt": "The capital of France is a city that", "n_predict": 8, "temperature": 0});
+    let first = s.post("/completion", &ask).json();
+    assert_eq!(first["timings"]["cache_n"], 0);
+    let held = first["tokens_evaluated"].as_u64().unwrap() + first["tokens_predicted"].as_u64().unwrap() - 1;
+    let saved = action(&s, 0, "save", Some("a.bin")).json();
+    assert_eq!((saved["id_slot"].clone(), saved["filename"].clone(), saved["n_saved"].clone()), (json!(0), json!("a.bin"), json!(held)), "{saved}");
+    assert_eq!(saved["n_written"].as_u64(), Some(std::fs::metadata(dir.join("a.bin")).unwrap().len()));
+    assert!(saved["timings"]["save_ms"].as_f64().is_some(), "{saved}");
+    assert_eq!(action(&s, 0, "erase", None).json(), json!({"id_slot": 0, "n_erased": held}));
+    assert_eq!(action(&s, 0, "erase", None).json(), json!({"id_slot": 0, "n_erased": 0}));
+    // nothing kept: the prompt runs whole
+    let again = s.post("/completion", &ask).json();
+    assert_eq!((again["timings"]["cache_n"].clone(), again["content"].clone()), (json!(0), first["content"].clone()));
+    action(&s, 0, "erase", None);
+    let restored = action(&s, 1, "restore", Some("a.bin")).json();
+    assert_eq!((restored["id_slot"].clone(), restored["n_restored"].clone(), restored["n_read"].clone()), (json!(1), json!(held), saved["n_written"].clone()), "{restored}");
+    let cached = s.post("/completion", &ask).json();
+    let prompt_n = first["tokens_evaluated"].as_u64().unwrap();
+    assert_eq!((cached["timings"]["cache_n"].clone(), cached["content"].clone()), (json!(prompt_n - 1), first["content"].clone()), "{cached}");
+
+    // refused: slot, name, file, action; another model's file
+    action(&s, 2, "erase", None).assert_error(400, "slot past --parallel");
+    action(&s, 0, "save", Some("../a.bin")).assert_error(400, "a path");
+    action(&s, 0, "save", Some("")).assert_error(400, "an empty name");
+    s.post("/slots/0?action=save", &json!({})).assert_error(400, "no filename");
+    action(&s, 0, "restore", Some("missing.bin")).assert_error(400, "a missing file");
+    action(&s, 0, "shred", None).assert_error(400, "an unknown action");
+    std::fs::write(dir.join("junk.bin"), b"not a session").unwrap();
+    action(&s, 0, "restore", Some("junk.bin")).assert_error(400, "not a session file");
+    drop(s);
+    let tiny = lse_testdata::golden("synthetic/llama-tiny.gguf").to_string_lossy().into_owned();
+    let t = Server::start(&tiny, &["--slot-save-path", &path]);
+    let other = action(&t, 0, "restore", Some("a.bin"));
+    other.assert_error(400, "another model's file");
+    assert!(other.text.contains("saved by model"), "{}", other.text);
+    drop(t);
+
+    // a new process reads the file back
+    let s = Server::start(&m, &["--parallel", "2", "--slot-save-path", &path]);
+    assert_eq!(action(&s, 0, "restore", Some("a.bin")).json()["n_restored"], json!(held));
+    let cached = s.post("/completion", &ask).json();
+    assert_eq!((cached["timings"]["cache_n"].clone(), cached["content"].clone()), (json!(prompt_n - 1), first["content"].clone()), "{cached}");
+    // an action on a busy slot waits for its task to end, as llama-server defers it
+    let long = json!({"prompt": "Tell a long story:", "n_predict": 1500, "ignore_eos": true, "temperature": 0, "stream": true});
+    let stream = s.first_event("/completion", &long);
+    let busy = slots(&s).iter().position(|e| e["is_processing"] == true).expect("a busy slot");
+    std::thread::scope(|sc| {
+        let erase = sc.spawn(|| action(&s, busy, "erase", None).json());
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(!erase.is_finished(), "the action ran while its slot was busy");
+        drop(stream);
+        let erased = erase.join().unwrap();
+        assert!(erased["n_erased"].as_u64().unwrap() > 1, "{erased}");
+    });
+    drop(s);
+    let s = Server::start(&m, &[]);
+    let off = action(&s, 0, "erase", None);
+    off.assert_error(501, "no --slot-save-path");
+    assert_eq!(off.json()["error"]["type"], "not_supported_error");
 }

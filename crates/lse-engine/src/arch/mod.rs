@@ -43,6 +43,9 @@ pub trait RecurrentState: Any + Send {
     fn as_any_mut(&mut self) -> &mut dyn Any;
     /// A copy (a session fork).
     fn clone_box(&self) -> Box<dyn RecurrentState>;
+    /// Its values, in a fixed order (a session file's), and the same to write into.
+    fn buffers(&self) -> Vec<&[f32]>;
+    fn buffers_mut(&mut self) -> Vec<&mut [f32]>;
 }
 
 impl SessionState {

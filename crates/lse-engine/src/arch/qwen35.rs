@@ -100,6 +100,12 @@ impl super::RecurrentState for Qwen35State {
     fn clone_box(&self) -> Box<dyn super::RecurrentState> {
         Box::new(self.clone())
     }
+    fn buffers(&self) -> Vec<&[f32]> {
+        self.conv.iter().chain(&self.ssm).map(Vec::as_slice).collect()
+    }
+    fn buffers_mut(&mut self) -> Vec<&mut [f32]> {
+        self.conv.iter_mut().chain(&mut self.ssm).map(Vec::as_mut_slice).collect()
+    }
 }
 
 fn meta(msg: String) -> EngineError {

@@ -17,6 +17,7 @@ mod routes;
 mod scheduler;
 mod scoring;
 mod session_cache;
+mod slot_files;
 mod slots;
 mod sse;
 mod state;
@@ -72,6 +73,7 @@ fn router(app: AppState) -> Router {
         .route("/v1/perplexity", post(routes::perplexity::perplexity))
         .route("/metrics", get(routes::info::metrics))
         .route("/slots", get(routes::info::slots))
+        .route("/slots/{id_slot}", post(routes::slot_action::slot_action))
         .fallback(|| async { ApiError::new(axum::http::StatusCode::NOT_FOUND, "no such endpoint") })
         .method_not_allowed_fallback(|| async { ApiError::new(axum::http::StatusCode::METHOD_NOT_ALLOWED, "this endpoint does not take that method") })
         .layer(axum::middleware::from_fn_with_state(app.clone(), auth::require_key))
@@ -101,9 +103,12 @@ fn load(app: AppState, args: Args, model: std::path::PathBuf) -> Option<std::thr
     let gguf_template = lse_engine::open_model_metadata(&model).ok().and_then(|f| f.get_str("tokenizer.chat_template").map(str::to_string));
     let chat_template = template::choose(args.serve.chat_template.as_deref(), gguf_template).unwrap_or_else(|e| fail(e));
     let parallel = args.serve.parallel.max(1);
+    if let Some(dir) = &args.serve.slot_save_path {
+        std::fs::create_dir_all(dir).unwrap_or_else(|e| fail(format!("--slot-save-path {}: {e}", dir.display())));
+    }
     let (scheduler, handle) = Scheduler::start(engine.clone(), parallel, QUEUE, app.metrics.clone());
     let pooling = args.serve.pooling.or(engine.model_pooling());
-    let ready = Ready { engine, scheduler, model_id: app.model_id(), chat_template, pooling, parallel, slots_endpoint: args.serve.slots };
+    let ready = Ready { engine, scheduler, model_id: app.model_id(), chat_template, pooling, parallel, slots_endpoint: args.serve.slots, slot_save_path: args.serve.slot_save_path.clone() };
     if app.ready.set(ready).is_err() {
         return None;
     }

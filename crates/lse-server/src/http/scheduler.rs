@@ -16,6 +16,7 @@ use super::errors::{from_engine, from_eval, ApiError};
 use super::metrics::Metrics;
 use super::scoring::{prompt_logprobs, PromptLogprob, ScoredPrompts};
 use super::session_cache::SessionCache;
+use super::slot_files::{SlotFileAction, SlotFileDone};
 use super::slots::{SlotTask, SlotView, Slots, TaskInfo};
 use lse_engine::generation::StepToken;
 use super::generate::End;
@@ -55,6 +56,9 @@ pub enum Job {
     /// `GET /slots`: answered when the thread next looks at its queue (between steps, or between
     /// a scoring job's windows), ahead of the jobs waiting there.
     Slots { tx: Reply<Vec<SlotView>> },
+    /// A slot action (save, restore, erase its cache): done when the thread next looks at its
+    /// queue if the slot is free, else once its task ends (as llama-server defers them).
+    SlotFile { slot: usize, action: SlotFileAction, tx: Reply<SlotFileDone> },
     /// Wakes the thread to notice shutdown.
     Wake,
 }
@@ -140,6 +144,7 @@ impl Scheduler {
             cache,
             scored,
             slots,
+            held_slot_files: Vec::new(),
         };
         let handle = std::thread::Builder::new().name("lse-scheduler".into()).spawn(move || worker.run()).expect("spawn the scheduler thread");
         (Scheduler { tx, stop }, handle)
@@ -207,6 +212,8 @@ struct Worker {
     cache: SessionCache,
     scored: ScoredPrompts,
     slots: Slots,
+    /// Slot actions waiting for their slot's task to end.
+    held_slot_files: Vec<Job>,
 }
 
 fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
@@ -254,7 +261,20 @@ impl Worker {
                 let now = self.running.iter().map(|r| (r.slot, r.slot_task(true, self.slots.texts))).collect();
                 let _ = tx.send(Ok(self.slots.views(now)));
             }
+            Job::SlotFile { slot, .. } if self.running.iter().any(|r| r.slot == slot) => self.held_slot_files.push(job),
+            Job::SlotFile { slot, action, tx } => {
+                let others = self.running.len();
+                let r = catch_unwind(AssertUnwindSafe(|| super::slot_files::run(&self.engine, &mut self.cache, slot, others, self.parallel, action)));
+                let _ = tx.send(r.unwrap_or_else(|p| Err(internal_panic(p))));
+            }
             j => self.waiting.push_back(j),
+        }
+    }
+
+    /// Runs the held slot actions whose slot is free now.
+    fn release_slot_files(&mut self) {
+        for job in std::mem::take(&mut self.held_slot_files) {
+            self.receive(job);
         }
     }
 
@@ -446,7 +466,7 @@ impl Worker {
                     Err(p) => Err(internal_panic(p)),
                 });
             }
-            Job::Generate { .. } | Job::Slots { .. } | Job::Wake => {}
+            Job::Generate { .. } | Job::Slots { .. } | Job::SlotFile { .. } | Job::Wake => {}
         }
     }
 
@@ -505,8 +525,9 @@ impl Worker {
     fn retire(&mut self, gone: impl Fn(&Running) -> bool) {
         for r in self.running.extract_if(.., |r| gone(r)) {
             self.slots.ended(r.slot, r.slot_task(false, self.slots.texts));
-            self.cache.put(r.seq.into_session());
+            self.cache.put_for(r.slot, r.seq.into_session());
         }
+        self.release_slot_files();
     }
 
     fn fail_running(&mut self, error: ApiError) {
@@ -515,11 +536,15 @@ impl Worker {
             self.slots.ended(r.slot, r.slot_task(false, self.slots.texts));
             let _ = r.tx.send(Event::Error { index: r.index, error: error.clone() });
         }
+        if !self.stop.load(Relaxed) {
+            self.release_slot_files();
+        }
     }
 
     fn fail_all(&mut self) {
         self.fail_running(ApiError::unavailable("the server is shutting down"));
-        for j in self.waiting.drain(..) {
+        let held = std::mem::take(&mut self.held_slot_files);
+        for j in self.waiting.drain(..).chain(held) {
             match j {
                 Job::Generate { index, tx, .. } => {
                     let _ = tx.send(Event::Error { index, error: ApiError::unavailable("the server is shutting down") });
@@ -531,6 +556,9 @@ impl Worker {
                     let _ = tx.send(Err(ApiError::unavailable("the server is shutting down")));
                 }
                 Job::Embed { tx, .. } => {
+                    let _ = tx.send(Err(ApiError::unavailable("the server is shutting down")));
+                }
+                Job::SlotFile { tx, .. } => {
                     let _ = tx.send(Err(ApiError::unavailable("the server is shutting down")));
                 }
                 // answered by `receive`, never queued

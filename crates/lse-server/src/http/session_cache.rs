@@ -2,6 +2,9 @@
 //! vLLM's prefix caching): the sessions of finished generations, so that a prompt that starts
 //! with the tokens one holds (a chat's next turn, a repeated system prompt) runs only the rest of
 //! itself; and (`scoring`) the sessions and log-probs of scored prompts.
+//!
+//! A generation's session is kept with its slot: the one most recently left by a slot's task is
+//! that slot's cache, which llama-server's slot actions save, restore and erase.
 
 use lse_engine::Session;
 
@@ -32,6 +35,17 @@ impl<T> Kept<T> {
         self.items.push(item);
     }
 
+    /// The most recent item for which `f` holds.
+    pub fn find(&self, f: impl Fn(&T) -> bool) -> Option<&T> {
+        self.items.iter().rev().find(|t| f(t))
+    }
+
+    /// Takes the most recent item for which `f` holds.
+    pub fn take_where(&mut self, f: impl Fn(&T) -> bool) -> Option<T> {
+        let i = self.items.iter().rposition(f)?;
+        Some(self.items.remove(i))
+    }
+
     /// The least recently used item.
     pub fn take_oldest(&mut self) -> Option<T> {
         (!self.items.is_empty()).then(|| self.items.remove(0))
@@ -50,26 +64,48 @@ impl<T> Kept<T> {
     }
 }
 
-/// Sessions of finished generations.
-pub type SessionCache = Kept<Session>;
+/// A kept session; `slot`: the slot whose cache it is (its task was the last that slot ran).
+pub struct SlotSession {
+    pub slot: Option<usize>,
+    pub session: Session,
+}
 
-impl Kept<Session> {
+/// Sessions of finished generations.
+pub type SessionCache = Kept<SlotSession>;
+
+impl Kept<SlotSession> {
+    /// Keeps `session` as the cache of `slot` (the slot's earlier one stays, as no slot's).
+    pub fn put_for(&mut self, slot: usize, session: Session) {
+        self.items.iter_mut().filter(|k| k.slot == Some(slot)).for_each(|k| k.slot = None);
+        self.put(SlotSession { slot: Some(slot), session });
+    }
+
+    /// The session that is `slot`'s cache.
+    pub fn of_slot(&self, slot: usize) -> Option<&Session> {
+        self.find(|k| k.slot == Some(slot)).map(|k| &k.session)
+    }
+
+    /// Takes the session that is `slot`'s cache.
+    pub fn take_slot(&mut self, slot: usize) -> Option<Session> {
+        self.take_where(|k| k.slot == Some(slot)).map(|k| k.session)
+    }
+
     /// The most tokens of `prompt` a kept session would keep.
     pub fn best_for(&self, prompt: &[u32]) -> usize {
-        self.best(|s| Some(s.reusable_prefix(prompt)))
+        self.best(|k| Some(k.session.reusable_prefix(prompt)))
     }
 
     /// The session a new `prompt` starts in: with `reuse`, the one keeping most of the prompt
     /// (the most recent among equals); else, when `recycle`, the least recently used one, emptied
     /// (its memory serves again); `None`: the caller makes a new session.
     pub fn take(&mut self, prompt: &[u32], reuse: bool, recycle: bool) -> Option<Session> {
-        if let Some((s, _)) = reuse.then(|| self.take_best(1, |s| Some(s.reusable_prefix(prompt)))).flatten() {
-            return Some(s);
+        if let Some((k, _)) = reuse.then(|| self.take_best(1, |k| Some(k.session.reusable_prefix(prompt)))).flatten() {
+            return Some(k.session);
         }
         if !recycle {
             return None;
         }
-        let mut s = self.take_oldest()?;
+        let mut s = self.take_oldest()?.session;
         s.reset();
         Some(s)
     }

@@ -21,6 +21,8 @@ pub struct Ready {
     pub parallel: usize,
     /// `GET /slots` answers (`--no-slots` turns it off).
     pub slots_endpoint: bool,
+    /// `--slot-save-path`: the directory of slot files (none: slot actions answer 501).
+    pub slot_save_path: Option<std::path::PathBuf>,
 }
 
 pub struct App {

@@ -7,6 +7,7 @@ pub mod embeddings;
 pub mod infill;
 pub mod info;
 pub mod perplexity;
+pub mod slot_action;
 pub mod tokens;
 
 use crate::http::errors::ApiResult;

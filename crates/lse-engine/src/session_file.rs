@@ -1,0 +1,137 @@
+//! A session as bytes (llama-server's slot save and restore, llama.cpp's
+//! `llama_state_seq_save_file`): its tokens, the KV rows of every attention layer as the cache
+//! stores them, and any recurrent state, after a JSON header naming the model and the cache's
+//! shapes. A session read back gives the logits the saved one would have, bit for bit.
+//!
+//! Layout: `LSESESS\0`, the header's length (u64 LE) and its JSON, the tokens (u32 LE), then per
+//! attention layer its K bytes and its V bytes, then the recurrent buffers (f32 LE).
+
+use crate::{Engine, EngineError, Session};
+use serde::{Deserialize, Serialize};
+use std::io::{Read, Write};
+
+const MAGIC: &[u8; 8] = b"LSESESS\0";
+const VERSION: u32 = 1;
+
+/// What a session file must match to be read into an engine.
+#[derive(Serialize, Deserialize, PartialEq, Debug)]
+struct Header {
+    version: u32,
+    architecture: String,
+    model_name: String,
+    n_vocab: usize,
+    kv_dtype: String,
+    /// Per layer, its KV heads and K and V head sizes (`None`: no attention cache).
+    layers: Vec<Option<[usize; 3]>>,
+    /// The recurrent buffers' lengths.
+    recurrent: Vec<usize>,
+    n_tokens: usize,
+}
+
+impl Engine {
+    fn session_header(&self, s: &Session) -> Header {
+        let st = &s.state;
+        Header {
+            version: VERSION,
+            architecture: self.architecture().to_string(),
+            model_name: self.model_name().to_string(),
+            n_vocab: self.n_vocab(),
+            kv_dtype: self.options().kv_dtype.name().to_string(),
+            layers: st.kv.iter().map(|l| l.as_ref().map(|c| [c.n_head_kv, c.head_dim_k, c.head_dim_v])).collect(),
+            recurrent: st.extra.as_ref().map_or_else(Vec::new, |r| r.buffers().iter().map(|b| b.len()).collect()),
+            n_tokens: s.len(),
+        }
+    }
+
+    /// Writes `s` to `w`; the bytes written.
+    pub fn write_session(&self, s: &Session, w: &mut impl Write) -> std::io::Result<u64> {
+        let header = serde_json::to_vec(&self.session_header(s)).map_err(std::io::Error::other)?;
+        let mut n = 0u64;
+        let mut put = |b: &[u8]| {
+            n += b.len() as u64;
+            w.write_all(b)
+        };
+        put(MAGIC)?;
+        put(&(header.len() as u64).to_le_bytes())?;
+        put(&header)?;
+        put(&s.tokens.iter().flat_map(|t| t.to_le_bytes()).collect::<Vec<u8>>())?;
+        for c in s.state.kv.iter().flatten() {
+            let (k, v) = c.held(s.len());
+            put(k)?;
+            put(v)?;
+        }
+        if let Some(r) = &s.state.extra {
+            for b in r.buffers() {
+                put(&b.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>())?;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Reads a session written by [`Engine::write_session`] for this model and cache; `name`
+    /// names the source in errors. The session and the bytes read.
+    pub fn read_session(&self, r: &mut impl Read, name: &str) -> Result<(Session, u64), EngineError> {
+        let bad = |why: String| EngineError::SessionFile(name.to_string(), why);
+        let io = |e: std::io::Error| bad(if e.kind() == std::io::ErrorKind::UnexpectedEof { "it ends early".into() } else { e.to_string() });
+        let mut read = 0u64;
+        let mut take = |len: usize| -> Result<Vec<u8>, EngineError> {
+            let mut b = Vec::new();
+            r.take(len as u64).read_to_end(&mut b).map_err(io)?;
+            if b.len() != len {
+                return Err(bad("it ends early".into()));
+            }
+            read += len as u64;
+            Ok(b)
+        };
+        if take(8)? != MAGIC {
+            return Err(bad("not an LSE session file".into()));
+        }
+        let len = u64::from_le_bytes(take(8)?.try_into().expect("8 bytes"));
+        if len > 1 << 24 {
+            return Err(bad(format!("its header claims {len} bytes")));
+        }
+        let got: Header = serde_json::from_slice(&take(len as usize)?).map_err(|e| bad(format!("its header: {e}")))?;
+        let mut s = self.new_session(None)?;
+        let mut want = self.session_header(&s);
+        want.n_tokens = got.n_tokens;
+        if got.version != VERSION {
+            return Err(bad(format!("version {} (this server reads {VERSION})", got.version)));
+        }
+        if (&got.architecture, &got.model_name, got.n_vocab) != (&want.architecture, &want.model_name, want.n_vocab) {
+            return Err(bad(format!(
+                "saved by model '{}' ({}, {} tokens), this engine runs '{}' ({}, {} tokens)",
+                got.model_name, got.architecture, got.n_vocab, want.model_name, want.architecture, want.n_vocab
+            )));
+        }
+        if got.kv_dtype != want.kv_dtype {
+            return Err(bad(format!("its KV cache is {}, this engine's {} (--kv-cache-dtype)", got.kv_dtype, want.kv_dtype)));
+        }
+        if got != want {
+            return Err(bad("its cache shapes are not this model's".into()));
+        }
+        if got.n_tokens >= s.capacity() {
+            return Err(bad(format!("it holds {} tokens; a session holds {} (--kv-len)", got.n_tokens, s.capacity())));
+        }
+        let n = got.n_tokens;
+        let tokens: Vec<u32> = take(n * 4)?.chunks_exact(4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes"))).collect();
+        crate::check_token_ids(&tokens, self.n_vocab()).map_err(|e| bad(e.to_string()))?;
+        for c in s.state.kv.iter_mut().flatten() {
+            let (kb, vb) = c.held_bytes(n);
+            let (k, v) = (take(kb)?, take(vb)?);
+            c.put_held(&k, &v)?;
+        }
+        if let Some(st) = &mut s.state.extra {
+            for b in st.buffers_mut() {
+                let bytes = take(b.len() * 4)?;
+                for (x, y) in b.iter_mut().zip(bytes.chunks_exact(4)) {
+                    *x = f32::from_le_bytes(y.try_into().expect("4 bytes"));
+                }
+            }
+        }
+        if take(1).is_ok() {
+            return Err(bad("it has bytes past its end".into()));
+        }
+        s.tokens = tokens;
+        Ok((s, read))
+    }
+}
