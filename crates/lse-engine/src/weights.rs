@@ -88,7 +88,7 @@ impl Matrix {
                 // dropping each chunk of mapped rows as soon as it is packed
                 let (bytes, rb) = (self.bytes(), self.row_bytes());
                 let release = |rows: std::ops::Range<usize>| self.file.release_pages(&bytes[rows.start * rb..rows.end * rb]);
-                let p = lse_kernels::PackedMatrix::new_releasing(pool, self.ty, bytes, self.n, self.k, self.packed_total.huge_pages, &release);
+                let p = lse_kernels::PackedMatrix::new_releasing(pool, self.ty, bytes, self.n, self.k, self.packed_total.arena.as_ref(), &release);
                 if let Some(p) = &p {
                     self.file.release_pages(bytes);
                     self.packed_total.packed.fetch_add(p.size_bytes(), Ordering::Relaxed);
@@ -149,13 +149,13 @@ impl std::fmt::Debug for Matrix {
     }
 }
 
-/// Bytes of the packed copies made so far, and of the file's rows they were made from; whether
-/// copies ask for huge pages.
+/// Bytes of the packed copies made so far, and of the file's rows they were made from; with
+/// huge pages, the arena the copies take their memory from.
 #[derive(Default)]
 struct PackedTally {
     packed: AtomicUsize,
     source: AtomicUsize,
-    huge_pages: bool,
+    arena: Option<Arc<lse_kernels::pages::HugeArena>>,
 }
 
 /// The open model file (or the shards of a split model) and its common hyperparameters, for
@@ -183,7 +183,11 @@ impl Weights {
     /// `shards`: the model's files in shard order (one for an unsplit model); the first holds
     /// the metadata. `huge_pages`: packed copies ask for huge pages.
     pub fn new(shards: Vec<Arc<GgufFile>>, hp: HParams, huge_pages: bool) -> Weights {
-        let packed_total = Arc::new(PackedTally { huge_pages, ..Default::default() });
+        // room for every matrix's copy (packed layouts hold at most 4/3 of the file's bytes);
+        // address space only until a copy is made
+        let file_bytes: usize = shards.iter().map(|f| f.bytes().len()).sum();
+        let arena = huge_pages.then(|| lse_kernels::pages::HugeArena::new(file_bytes / 2 * 3)).flatten();
+        let packed_total = Arc::new(PackedTally { arena, ..Default::default() });
         Weights { file: shards[0].clone(), shards, hp, packed_total }
     }
 

@@ -30,7 +30,9 @@
 
 #![allow(clippy::needless_range_loop)] // register tiles index several parallel arrays
 
+use crate::pages::HugeArena;
 use lse_gguf::GgmlType;
+use std::sync::Arc;
 
 /// Weight rows per packed group (lanes of one 512-bit vector of i32 sums).
 pub const PNR: usize = 16;
@@ -57,6 +59,49 @@ pub const PACK_CHUNK_ROWS: usize = 2048;
 #[derive(Clone, Copy)]
 struct A64([u8; 64]);
 
+/// Where a packed matrix's bytes live: a vector of its own, or a piece of a [`HugeArena`].
+enum Data {
+    Own(Vec<A64>),
+    Arena { _arena: Arc<HugeArena>, at: *mut A64, len: usize },
+}
+
+// SAFETY: an arena piece is this matrix's alone (the arena hands each range out once) and lives
+// as long as the `Arc` held beside it; it is read and written as the vector would be.
+unsafe impl Send for Data {}
+unsafe impl Sync for Data {}
+
+impl Data {
+    /// `len` zeroed lines: from `arena` when given and not used up (then on huge pages), else a
+    /// vector of their own.
+    fn new(len: usize, arena: Option<&Arc<HugeArena>>) -> Data {
+        match arena {
+            Some(a) => match a.take(len * 64) {
+                Some(p) => Data::Arena { _arena: a.clone(), at: p as *mut A64, len },
+                None => Data::Own(crate::pages::huge_page_vec(len, A64([0; 64]))),
+            },
+            None => Data::Own(vec![A64([0; 64]); len]),
+        }
+    }
+    fn len(&self) -> usize {
+        match self {
+            Data::Own(v) => v.len(),
+            Data::Arena { len, .. } => *len,
+        }
+    }
+    fn as_ptr(&self) -> *const A64 {
+        match self {
+            Data::Own(v) => v.as_ptr(),
+            Data::Arena { at, .. } => *at,
+        }
+    }
+    fn as_mut_ptr(&mut self) -> *mut A64 {
+        match self {
+            Data::Own(v) => v.as_mut_ptr(),
+            Data::Arena { at, .. } => *at,
+        }
+    }
+}
+
 /// A weight matrix in the packed layout (see the module docs).
 pub struct PackedMatrix {
     t: GgmlType,
@@ -75,7 +120,7 @@ pub struct PackedMatrix {
     header_bytes: usize,
     /// The tiles run with AVX-512 VNNI (else AVX2).
     vnni: bool,
-    data: Vec<A64>,
+    data: Data,
 }
 
 impl std::fmt::Debug for PackedMatrix {
@@ -239,20 +284,21 @@ impl PackedMatrix {
         n: usize,
         k: usize,
     ) -> Option<PackedMatrix> {
-        Self::new_releasing(pool, t, w, n, k, false, &|_| {})
+        Self::new_releasing(pool, t, w, n, k, None, &|_| {})
     }
 
     /// As [`PackedMatrix::new`], packing [`PACK_CHUNK_ROWS`] rows at a time and calling
     /// `done(rows)` after each chunk, so a caller reading `w` from a memory map can drop the pages
     /// already packed: the source and the packed copy are then never both resident in full.
-    /// `huge_pages`: the copy asks for huge pages ([`crate::pages`]; for matrices decode streams).
+    /// `arena`: the copy's memory comes from there, on huge pages ([`crate::pages`]; for
+    /// matrices decode streams).
     pub fn new_releasing(
         pool: &crate::ThreadPool,
         t: GgmlType,
         w: &[u8],
         n: usize,
         k: usize,
-        huge_pages: bool,
+        arena: Option<&Arc<HugeArena>>,
         done: &dyn Fn(std::ops::Range<usize>),
     ) -> Option<PackedMatrix> {
         if !packable(t) {
@@ -276,7 +322,7 @@ impl PackedMatrix {
         // the AVX2 tile multiplies Q8_0's signed quants as they are (`|q|·sign(x, q)`)
         let q8_signed = t == GgmlType::Q8_0 && !vnni;
         let len = (ng * group_bytes).div_ceil(64);
-        let mut data = if huge_pages { crate::pages::huge_page_vec(len, A64([0; 64])) } else { vec![A64([0; 64]); len] };
+        let mut data = Data::new(len, arena);
         let base = crate::matmul::SendPtr(data.as_mut_ptr() as *mut u8);
         let fill = |g: usize| {
             // SAFETY: group g owns bytes g·group_bytes .. (g+1)·group_bytes of `data`.

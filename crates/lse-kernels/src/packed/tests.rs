@@ -132,3 +132,33 @@ fn packed_bytes_per_weight() {
         assert_eq!(p.size_bytes() as f64, per_weight(t) * (n * k) as f64, "{}", t.name());
     }
 }
+
+/// A copy packed into a [`crate::pages::HugeArena`] holds the bytes of one packed into its own
+/// vector, and two copies from one arena do not overlap; one past the arena's room gets a vector.
+#[test]
+fn arena_copies_equal_own_copies() {
+    if !crate::packed::packed_available() {
+        return;
+    }
+    let pool = ThreadPool::new(2);
+    let mut rng = Rng::new(11);
+    let (n, k) = (40usize, 512usize);
+    // 2 MiB: room for the small copies, not for the last one
+    let arena = crate::pages::HugeArena::new(2 << 20).expect("an arena");
+    let bytes = |p: &PackedMatrix| unsafe { std::slice::from_raw_parts(p.ptr(), p.size_bytes()) }.to_vec();
+    let mut held = Vec::new();
+    for t in PACKED_TYPES {
+        let w = weights(&mut rng, t, n, k, false);
+        let own = PackedMatrix::new(&pool, t, &w, n, k).unwrap();
+        let in_arena = PackedMatrix::new_releasing(&pool, t, &w, n, k, Some(&arena), &|_| {}).unwrap();
+        assert!(matches!(in_arena.data, super::Data::Arena { .. }), "{t:?}");
+        assert_eq!(bytes(&own), bytes(&in_arena), "{t:?}");
+        held.push((bytes(&own), in_arena));
+    }
+    for (want, p) in &held {
+        assert_eq!(&bytes(p), want, "a later copy wrote over an earlier one");
+    }
+    let w = weights(&mut rng, GgmlType::Q8_0, 4096, 512, false);
+    let big = PackedMatrix::new_releasing(&pool, GgmlType::Q8_0, &w, 4096, 512, Some(&arena), &|_| {}).unwrap();
+    assert!(matches!(big.data, super::Data::Own(_)), "past the arena's room");
+}
