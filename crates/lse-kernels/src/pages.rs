@@ -98,7 +98,7 @@ mod tests {
         let a = super::HugeArena::new(4 << 20).expect("an arena");
         let p = a.take(100).unwrap() as usize;
         let q = a.take(3 << 20).unwrap() as usize;
-        assert!(p % 64 == 0 && q % 64 == 0 && q >= p + 128);
+        assert!(p.is_multiple_of(64) && q.is_multiple_of(64) && q >= p + 128);
         // SAFETY: the piece is `3 << 20` bytes of the arena's, untouched until now
         let piece = unsafe { std::slice::from_raw_parts_mut(q as *mut u8, 3 << 20) };
         assert!(piece.iter().all(|&b| b == 0));
