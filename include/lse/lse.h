@@ -186,9 +186,10 @@ int lse_perplexity(lse_engine *engine, const char *request_json, char **json_out
  *     "min_tokens"        integer >= 0: tokens generated before an end-of-generation or stop
  *                         token id may be sampled (vLLM's; default 0)
  *     "top_logprobs"      integer 0..20: alternatives reported per step (default 0)
- *     "post_sampling_probs" boolean: also report each step's probabilities after the sampler
- *                         chain, the pick's and its top_logprobs best candidates' at the
- *                         temperature (greedy: the pick alone, 1; llama-server's) (default false)
+ *     "post_sampling_probs" boolean: with top_logprobs, also report each step's probabilities
+ *                         after the sampler chain, the pick's and its top_logprobs best
+ *                         candidates' at the temperature (greedy: the pick alone, 1;
+ *                         llama-server's) (default false)
  *     "add_special"       boolean: add BOS/EOS to a text prompt as the vocabulary asks (default true)
  *     "json_object"       boolean: JSON mode, sample only tokens that keep the text one JSON
  *                         object and stop ("stop") when it closes (default false)
@@ -197,7 +198,7 @@ int lse_perplexity(lse_engine *engine, const char *request_json, char **json_out
  *   Unknown fields are refused. Example: {"prompt": "Hello", "max_tokens": 16, "temperature": 0}
  * json_out: receives {"object": "lse.generation", "prompt_tokens", "ids", "text", "finish_reason"
  *   ("eos", "stop" or "length"), "logprobs", "top2_margin", ["top_logprobs"], ["sampled_probs",
- *   "top_probs"] (with post_sampling_probs), "prompt_seconds",
+ *   "top_probs"] (with post_sampling_probs and top_logprobs), "prompt_seconds",
  *   "decode_seconds", "decode_tokens_per_second"}, the object `lse-server --generate` prints.
  *   Free it with lse_string_free. Set to NULL on failure. Must not be NULL.
  * err: receives the error message on failure; may be NULL.

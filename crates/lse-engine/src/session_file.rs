@@ -7,6 +7,7 @@
 //! attention layer its K bytes and its V bytes, then the recurrent buffers (f32 LE).
 
 use crate::{Engine, EngineError, Session};
+use lse_gguf::GgmlType;
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 
@@ -20,6 +21,9 @@ struct Header {
     architecture: String,
     model_name: String,
     n_vocab: usize,
+    /// `Weights::fingerprint` in hex: the file's tensors (another quantization or fine-tune
+    /// of the same model differs).
+    model_fingerprint: String,
     kv_dtype: String,
     /// Per layer, its KV heads and K and V head sizes (`None`: no attention cache).
     layers: Vec<Option<[usize; 3]>>,
@@ -36,6 +40,7 @@ impl Engine {
             architecture: self.architecture().to_string(),
             model_name: self.model_name().to_string(),
             n_vocab: self.n_vocab(),
+            model_fingerprint: format!("{:016x}", self.model.w.fingerprint()),
             kv_dtype: self.options().kv_dtype.name().to_string(),
             layers: st.kv.iter().map(|l| l.as_ref().map(|c| [c.n_head_kv, c.head_dim_k, c.head_dim_v])).collect(),
             recurrent: st.extra.as_ref().map_or_else(Vec::new, |r| r.buffers().iter().map(|b| b.len()).collect()),
@@ -103,13 +108,16 @@ impl Engine {
                 got.model_name, got.architecture, got.n_vocab, want.model_name, want.architecture, want.n_vocab
             )));
         }
+        if got.model_fingerprint != want.model_fingerprint {
+            return Err(bad(format!("saved by another file of model '{}' (its tensors differ: another quantization or fine-tune)", got.model_name)));
+        }
         if got.kv_dtype != want.kv_dtype {
             return Err(bad(format!("its KV cache is {}, this engine's {} (--kv-cache-dtype)", got.kv_dtype, want.kv_dtype)));
         }
         if got != want {
             return Err(bad("its cache shapes are not this model's".into()));
         }
-        if got.n_tokens >= s.capacity() {
+        if got.n_tokens > s.capacity() {
             return Err(bad(format!("it holds {} tokens; a session holds {} (--kv-len)", got.n_tokens, s.capacity())));
         }
         let n = got.n_tokens;
@@ -118,20 +126,42 @@ impl Engine {
         for c in s.state.kv.iter_mut().flatten() {
             let (kb, vb) = c.held_bytes(n);
             let (k, v) = (take(kb)?, take(vb)?);
+            if !finite(c.ty, &k) || !finite(c.ty, &v) {
+                return Err(bad("its KV rows hold values that are not finite".into()));
+            }
             c.put_held(&k, &v)?;
         }
         if let Some(st) = &mut s.state.extra {
             for b in st.buffers_mut() {
                 let bytes = take(b.len() * 4)?;
+                if !finite(GgmlType::F32, &bytes) {
+                    return Err(bad("its recurrent state holds values that are not finite".into()));
+                }
                 for (x, y) in b.iter_mut().zip(bytes.chunks_exact(4)) {
                     *x = f32::from_le_bytes(y.try_into().expect("4 bytes"));
                 }
             }
         }
-        if take(1).is_ok() {
-            return Err(bad("it has bytes past its end".into()));
+        match r.read(&mut [0u8]) {
+            Ok(0) => {}
+            Ok(_) => return Err(bad("it has bytes past its end".into())),
+            Err(e) => return Err(io(e)),
         }
         s.tokens = tokens;
         Ok((s, read))
+    }
+}
+
+/// Whether every value of `bytes`, KV rows or state of type `ty`, is finite (a row that is not
+/// would fail every sequence of the step that reads it).
+fn finite(ty: GgmlType, bytes: &[u8]) -> bool {
+    let half = |b: &[u8], exp: u16| b.chunks_exact(2).all(|h| u16::from_le_bytes([h[0], h[1]]) & exp != exp);
+    match ty {
+        GgmlType::F32 => bytes.chunks_exact(4).all(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]).is_finite()),
+        GgmlType::F16 => half(bytes, 0x7c00),
+        GgmlType::BF16 => half(bytes, 0x7f80),
+        // the f16 scale of each 34-byte block
+        GgmlType::Q8_0 => bytes.chunks_exact(34).all(|b| half(&b[..2], 0x7c00)),
+        _ => true,
     }
 }

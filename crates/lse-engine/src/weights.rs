@@ -88,7 +88,7 @@ impl Matrix {
                 // dropping each chunk of mapped rows as soon as it is packed
                 let (bytes, rb) = (self.bytes(), self.row_bytes());
                 let release = |rows: std::ops::Range<usize>| self.file.release_pages(&bytes[rows.start * rb..rows.end * rb]);
-                let p = lse_kernels::PackedMatrix::new_releasing(pool, self.ty, bytes, self.n, self.k, self.packed_total.arena.as_ref(), &release);
+                let p = lse_kernels::PackedMatrix::new_releasing(pool, self.ty, bytes, self.n, self.k, self.packed_total.pages(), &release);
                 if let Some(p) = &p {
                     self.file.release_pages(bytes);
                     self.packed_total.packed.fetch_add(p.size_bytes(), Ordering::Relaxed);
@@ -155,7 +155,18 @@ impl std::fmt::Debug for Matrix {
 struct PackedTally {
     packed: AtomicUsize,
     source: AtomicUsize,
+    huge_pages: bool,
     arena: Option<Arc<lse_kernels::pages::HugeArena>>,
+}
+
+impl PackedTally {
+    fn pages(&self) -> lse_kernels::pages::Pages<'_> {
+        if self.huge_pages {
+            lse_kernels::pages::Pages::Huge(self.arena.as_ref())
+        } else {
+            lse_kernels::pages::Pages::Small
+        }
+    }
 }
 
 /// The open model file (or the shards of a split model) and its common hyperparameters, for
@@ -167,9 +178,35 @@ pub struct Weights {
     shards: Vec<Arc<GgufFile>>,
     pub hp: HParams,
     packed_total: Arc<PackedTally>,
+    /// See [`Weights::fingerprint`] (worked out on first use).
+    fingerprint: std::sync::OnceLock<u64>,
 }
 
 impl Weights {
+    /// A 64-bit FNV-1a hash of every tensor's name, type, shape and first 64 bytes: what tells
+    /// two files of one architecture and vocabulary apart (another quantization or fine-tune)
+    /// where a session file must match its model.
+    pub fn fingerprint(&self) -> u64 {
+        *self.fingerprint.get_or_init(|| {
+            let mut h = 0xcbf2_9ce4_8422_2325u64;
+            let mut eat = |b: &[u8]| {
+                for &x in b {
+                    h = (h ^ x as u64).wrapping_mul(0x0000_0100_0000_01b3);
+                }
+            };
+            for f in &self.shards {
+                for t in f.tensors() {
+                    eat(t.name.as_bytes());
+                    eat(t.ggml_type.name().as_bytes());
+                    t.dims.iter().for_each(|d| eat(&d.to_le_bytes()));
+                    let data = f.tensor_data(t);
+                    eat(&data[..data.len().min(64)]);
+                }
+            }
+            h
+        })
+    }
+
     /// Bytes of the packed weight copies made so far (they are made on first use).
     pub fn packed_bytes(&self) -> usize {
         self.packed_total.packed.load(Ordering::Relaxed)
@@ -187,8 +224,8 @@ impl Weights {
         // address space only until a copy is made
         let file_bytes: usize = shards.iter().map(|f| f.bytes().len()).sum();
         let arena = huge_pages.then(|| lse_kernels::pages::HugeArena::new(file_bytes / 2 * 3)).flatten();
-        let packed_total = Arc::new(PackedTally { arena, ..Default::default() });
-        Weights { file: shards[0].clone(), shards, hp, packed_total }
+        let packed_total = Arc::new(PackedTally { huge_pages, arena, ..Default::default() });
+        Weights { file: shards[0].clone(), shards, hp, packed_total, fingerprint: Default::default() }
     }
 
     /// The shard holding tensor `name`, the tensor's position in it, and its description.

@@ -1,7 +1,8 @@
 //! Session files: a session written and read back decodes bit for bit as the session it came
 //! from (attention caches of f16, bf16 and f32, and the recurrent state of qwen35), and a file that
 //! does not fit (another model, another cache type, cut short, bytes past its end, too long for
-//! the context, not a session file) is refused naming why.
+//! the context, not a session file, another file of the same model, a value that is not finite, a
+//! forged header) is refused naming why.
 
 use lse_engine::{Batch, Engine, EngineOptions, KvDtype, Session};
 
@@ -34,7 +35,8 @@ fn refused(e: &Engine, bytes: &[u8]) -> String {
 
 #[test]
 fn a_session_read_back_decodes_as_the_saved_one() {
-    for (name, kv) in [("llama-tiny", KvDtype::F16), ("llama-tiny", KvDtype::Bf16), ("qwen35-tiny", KvDtype::F16), ("gemma3-tiny", KvDtype::F32)] {
+    let cases = [("llama-tiny", KvDtype::F16), ("llama-tiny", KvDtype::Bf16), ("qwen35-tiny", KvDtype::F16), ("gemma3-tiny", KvDtype::F32), ("gemma3-tiny", KvDtype::Q8_0)];
+    for (name, kv) in cases {
         let e = load(name, kv, 256);
         let prompt: Vec<u32> = (0..70).map(|i| (i * 37 % 200 + 3) as u32).collect();
         let mut s = e.new_session(None).unwrap();
@@ -62,8 +64,37 @@ fn a_file_that_does_not_fit_is_refused_naming_why() {
     assert!(refused(&other, &bytes).contains("saved by model"), "{}", refused(&other, &bytes));
     let q8 = load("llama-tiny", KvDtype::Bf16, 256);
     assert!(refused(&q8, &bytes).contains("its KV cache is f16"), "{}", refused(&q8, &bytes));
-    let short = load("llama-tiny", KvDtype::F16, 6);
-    assert!(refused(&short, &bytes).contains("holds 6 tokens"), "{}", refused(&short, &bytes));
+    let short = load("llama-tiny", KvDtype::F16, 5);
+    assert!(refused(&short, &bytes).contains("holds 6 tokens; a session holds 5"), "{}", refused(&short, &bytes));
+    assert!(load("llama-tiny", KvDtype::F16, 6).read_session(&mut &bytes[..], "f").is_ok(), "a full session");
+    // another file of the same model (a copy whose first tensor's first byte differs)
+    let path = lse_testdata::golden("synthetic/llama-tiny.gguf");
+    let f = lse_gguf::GgufFile::open(&path).unwrap();
+    let mut raw = std::fs::read(&path).unwrap();
+    let t = &f.tensors()[0];
+    raw[(f.data_start() + t.offset) as usize] ^= 1;
+    let dir = lse_testdata::tmp("engine", "session-files");
+    let other_file = dir.join("llama-tiny-other.gguf");
+    std::fs::write(&other_file, &raw).unwrap();
+    let twin = Engine::load(&other_file, EngineOptions { threads: 2, kv_len: Some(256), ..Default::default() }).unwrap();
+    assert!(refused(&twin, &bytes).contains("another file of model"), "{}", refused(&twin, &bytes));
+    // a KV value that is not finite (an f16 infinity in the first K row)
+    let mut inf = bytes.clone();
+    let header_end = 16 + u64::from_le_bytes(bytes[8..16].try_into().unwrap()) as usize;
+    let first_k = header_end + 6 * 4;
+    inf[first_k..first_k + 2].copy_from_slice(&0x7c00u16.to_le_bytes());
+    assert!(refused(&e, &inf).contains("not finite"), "{}", refused(&e, &inf));
+    // a header claiming more tokens than a session holds, or other cache shapes
+    let forge = |key: &str, v: serde_json::Value| {
+        let mut h: serde_json::Value = serde_json::from_slice(&bytes[16..header_end]).unwrap();
+        h[key] = v;
+        let h = serde_json::to_vec(&h).unwrap();
+        [&bytes[..8], &(h.len() as u64).to_le_bytes()[..], &h, &bytes[header_end..]].concat()
+    };
+    let huge = forge("n_tokens", serde_json::json!(1u64 << 40));
+    assert!(refused(&e, &huge).contains("holds 1099511627776 tokens"), "{}", refused(&e, &huge));
+    let shapes = forge("recurrent", serde_json::json!([4]));
+    assert!(refused(&e, &shapes).contains("cache shapes"), "{}", refused(&e, &shapes));
     assert!(refused(&e, &bytes[..bytes.len() - 1]).contains("ends early"));
     let mut long = bytes.clone();
     long.push(0);

@@ -42,7 +42,7 @@ fn main() {
         for threads in [1, 2] {
             let pool = ThreadPool::new(threads);
             // on huge pages, as the engine packs what it decodes
-            let pack = || PackedMatrix::new_releasing(&pool, t, &w, n, k, lse_kernels::pages::HugeArena::new(w.len() * 2).as_ref(), &|_| {}).unwrap();
+            let pack = || PackedMatrix::new_releasing(&pool, t, &w, n, k, lse_kernels::pages::Pages::Huge(None), &|_| {}).unwrap();
             let first = pack();
             let copies = (2 * l3).div_ceil(first.size_bytes()).max(1);
             let mut ps = vec![first];

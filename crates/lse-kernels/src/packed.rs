@@ -30,7 +30,7 @@
 
 #![allow(clippy::needless_range_loop)] // register tiles index several parallel arrays
 
-use crate::pages::HugeArena;
+use crate::pages::{HugeArena, Pages};
 use lse_gguf::GgmlType;
 use std::sync::Arc;
 
@@ -71,15 +71,14 @@ unsafe impl Send for Data {}
 unsafe impl Sync for Data {}
 
 impl Data {
-    /// `len` zeroed lines: from `arena` when given and not used up (then on huge pages), else a
-    /// vector of their own.
-    fn new(len: usize, arena: Option<&Arc<HugeArena>>) -> Data {
-        match arena {
-            Some(a) => match a.take(len * 64) {
-                Some(p) => Data::Arena { _arena: a.clone(), at: p as *mut A64, len },
+    /// `len` zeroed lines where `pages` says.
+    fn new(len: usize, pages: Pages) -> Data {
+        match pages {
+            Pages::Small => Data::Own(vec![A64([0; 64]); len]),
+            Pages::Huge(arena) => match arena.and_then(|a| Some((a, a.take(len * 64)?))) {
+                Some((a, p)) => Data::Arena { _arena: a.clone(), at: p as *mut A64, len },
                 None => Data::Own(crate::pages::huge_page_vec(len, A64([0; 64]))),
             },
-            None => Data::Own(vec![A64([0; 64]); len]),
         }
     }
     fn len(&self) -> usize {
@@ -284,21 +283,21 @@ impl PackedMatrix {
         n: usize,
         k: usize,
     ) -> Option<PackedMatrix> {
-        Self::new_releasing(pool, t, w, n, k, None, &|_| {})
+        Self::new_releasing(pool, t, w, n, k, Pages::Small, &|_| {})
     }
 
     /// As [`PackedMatrix::new`], packing [`PACK_CHUNK_ROWS`] rows at a time and calling
     /// `done(rows)` after each chunk, so a caller reading `w` from a memory map can drop the pages
     /// already packed: the source and the packed copy are then never both resident in full.
-    /// `arena`: the copy's memory comes from there, on huge pages ([`crate::pages`]; for
-    /// matrices decode streams).
+    /// `pages`: where the copy's memory comes from ([`crate::pages`]: huge pages for matrices
+    /// decode streams).
     pub fn new_releasing(
         pool: &crate::ThreadPool,
         t: GgmlType,
         w: &[u8],
         n: usize,
         k: usize,
-        arena: Option<&Arc<HugeArena>>,
+        pages: Pages,
         done: &dyn Fn(std::ops::Range<usize>),
     ) -> Option<PackedMatrix> {
         if !packable(t) {
@@ -322,7 +321,7 @@ impl PackedMatrix {
         // the AVX2 tile multiplies Q8_0's signed quants as they are (`|q|·sign(x, q)`)
         let q8_signed = t == GgmlType::Q8_0 && !vnni;
         let len = (ng * group_bytes).div_ceil(64);
-        let mut data = Data::new(len, arena);
+        let mut data = Data::new(len, pages);
         let base = crate::matmul::SendPtr(data.as_mut_ptr() as *mut u8);
         let fill = |g: usize| {
             // SAFETY: group g owns bytes g·group_bytes .. (g+1)·group_bytes of `data`.

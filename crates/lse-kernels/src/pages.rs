@@ -19,48 +19,77 @@ pub fn huge_page_vec<T: Clone>(len: usize, fill: T) -> Vec<T> {
     v
 }
 
+/// Where a packed copy takes its memory.
+#[derive(Clone, Copy)]
+pub enum Pages<'a> {
+    /// A vector of its own on the system's pages (scoring: each matrix is read from cache).
+    Small,
+    /// On huge pages: a piece of the arena, or (none given, or no room left) a vector of its own
+    /// asking for them.
+    Huge(Option<&'a std::sync::Arc<HugeArena>>),
+}
+
 /// One reservation of address space, asking for huge pages, that packed matrices take their
 /// memory from one after another: most of a model's matrices are smaller than a 2 MiB page (a
-/// SmolLM2 layer's are 0.1–0.6 MB) and, each in its own vector, would never get one. Only the
-/// pieces taken are ever touched (the rest stays address space), and the memory goes back when
-/// the last piece is dropped.
+/// SmolLM2 layer's are 0.1–0.6 MB) and, each in its own vector, would never get one. The
+/// reservation is made writable 2 MiB at a time as pieces are taken (so that a system counting
+/// writable memory against a commit limit counts only those), only what is taken is ever
+/// touched, and the memory goes back when the last piece is dropped.
 pub struct HugeArena {
+    /// The mapping, and its first 2 MiB boundary (where the pieces start).
+    mapped: usize,
     base: usize,
     cap: usize,
-    next: std::sync::atomic::AtomicUsize,
+    /// The next free byte and the end of the writable part, both offsets from `base`.
+    next: std::sync::Mutex<(usize, usize)>,
 }
+
+const HUGE: usize = 2 << 20;
 
 impl HugeArena {
     /// Reserves `cap` bytes; `None` where the system gives no such reservation.
     pub fn new(cap: usize) -> Option<std::sync::Arc<HugeArena>> {
-        let cap = cap.next_multiple_of(2 << 20);
-        let base = reserve(cap)?;
+        let cap = cap.checked_next_multiple_of(HUGE)?;
+        let mapped = reserve(cap.checked_add(HUGE)?)?;
+        let base = mapped.next_multiple_of(HUGE);
         advise(base, cap);
-        Some(std::sync::Arc::new(HugeArena { base, cap, next: 0.into() }))
+        Some(std::sync::Arc::new(HugeArena { mapped, base, cap, next: std::sync::Mutex::new((0, 0)) }))
     }
 
     /// `bytes` of zeroed memory aligned to 64, or `None` once the reservation is used up.
     pub fn take(&self, bytes: usize) -> Option<*mut u8> {
-        use std::sync::atomic::Ordering::Relaxed;
-        let size = bytes.next_multiple_of(64);
-        let at = self.next.fetch_update(Relaxed, Relaxed, |at| (at + size <= self.cap).then_some(at + size)).ok()?;
+        let mut g = self.next.lock().unwrap_or_else(|e| e.into_inner());
+        let (at, open) = *g;
+        let end = at.checked_add(bytes.checked_next_multiple_of(64)?).filter(|&e| e <= self.cap)?;
+        if end > open {
+            let to = end.next_multiple_of(HUGE).min(self.cap);
+            if !writable(self.base + open, to - open) {
+                return None;
+            }
+            g.1 = to;
+        }
+        g.0 = end;
         Some((self.base + at) as *mut u8)
     }
 }
 
 impl Drop for HugeArena {
     fn drop(&mut self) {
-        release(self.base, self.cap);
+        release(self.mapped, self.cap + HUGE);
     }
 }
 
 #[cfg(target_os = "linux")]
 fn reserve(bytes: usize) -> Option<usize> {
-    // SAFETY: a fresh private anonymous mapping; no existing memory is touched
-    let p = unsafe {
-        libc::mmap(std::ptr::null_mut(), bytes, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE, -1, 0)
-    };
+    // SAFETY: a fresh private anonymous mapping, no access until `writable`; nothing else is touched
+    let p = unsafe { libc::mmap(std::ptr::null_mut(), bytes, libc::PROT_NONE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE, -1, 0) };
     (p != libc::MAP_FAILED).then_some(p as usize)
+}
+
+#[cfg(target_os = "linux")]
+fn writable(start: usize, bytes: usize) -> bool {
+    // SAFETY: a range of the reservation no piece has been handed out from yet
+    unsafe { libc::mprotect(start as *mut libc::c_void, bytes, libc::PROT_READ | libc::PROT_WRITE) == 0 }
 }
 
 #[cfg(target_os = "linux")]
@@ -75,11 +104,15 @@ fn reserve(_bytes: usize) -> Option<usize> {
 }
 
 #[cfg(not(target_os = "linux"))]
+fn writable(_start: usize, _bytes: usize) -> bool {
+    false
+}
+
+#[cfg(not(target_os = "linux"))]
 fn release(_base: usize, _bytes: usize) {}
 
 #[cfg(target_os = "linux")]
 fn advise(start: usize, bytes: usize) {
-    const HUGE: usize = 2 << 20;
     let (from, to) = ((start + HUGE - 1) & !(HUGE - 1), (start + bytes) & !(HUGE - 1));
     if to > from {
         // SAFETY: the range lies inside the vector's allocation; the advice changes no contents

@@ -168,5 +168,8 @@ def test_post_sampling_probs_are_the_chains_candidates(engine):  # noqa: F811
         assert dict(top)[tok] == p
     g = engine.generate(PROMPT, max_tokens=3, temperature=0, top_logprobs=2, post_sampling_probs=True)
     assert g["sampled_probs"] == [1.0] * 3 and g["top_probs"] == [[[t, 1.0]] for t in g["ids"]]
+    # reported with top_logprobs only, as llama-server reports them with n_probs
+    n = engine.generate(PROMPT, max_tokens=2, temperature=0.5, seed=1, post_sampling_probs=True)
+    assert "sampled_probs" not in n and "top_probs" not in n
     with pytest.raises(ValueError, match="post_sampling_probs"):
         engine.generate(PROMPT, max_tokens=1, post_sampling_probs="yes")

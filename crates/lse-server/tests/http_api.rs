@@ -650,6 +650,9 @@ fn post_sampling_probs_are_the_chains_candidates() {
         assert_eq!(st["top_probs"], json!([{"id": st["id"], "token": st["token"], "bytes": st["bytes"], "prob": 1.0}]), "{st}");
         assert_eq!(st, sst);
     }
+    // OpenAI's routes keep OpenAI's log-probs
+    s.post("/v1/completions", &json!({"prompt": prompt, "max_tokens": 2, "logprobs": 2, "post_sampling_probs": true})).assert_error(400, "post_sampling_probs on /v1/completions");
+    s.post("/v1/chat/completions", &json!({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2, "post_sampling_probs": true})).assert_error(400, "post_sampling_probs on chat");
     // llama-server's test: the default chain at temperature 1
     let r = s.post("/completion", &json!({"prompt": prompt, "n_predict": 5, "temperature": 1.0, "n_probs": 10, "post_sampling_probs": true})).json();
     for st in r["completion_probabilities"].as_array().unwrap() {

@@ -145,6 +145,10 @@ fn slot_actions_save_erase_and_restore_a_slots_cache() {
     let cached = s.post("/completion", &ask).json();
     let prompt_n = first["tokens_evaluated"].as_u64().unwrap();
     assert_eq!((cached["timings"]["cache_n"].clone(), cached["content"].clone()), (json!(prompt_n - 1), first["content"].clone()), "{cached}");
+    // it ran in slot 1, whose cache it started from (as llama-server picks the slot holding the
+    // prompt), so that slot's cache is its session now and slot 0 holds none
+    assert_eq!(action(&s, 1, "save", Some("b.bin")).json()["n_saved"], json!(held));
+    assert_eq!(action(&s, 0, "save", Some("c.bin")).json()["n_saved"], json!(0));
 
     // refused: slot, name, file, action; another model's file
     action(&s, 2, "erase", None).assert_error(400, "slot past --parallel");
@@ -155,6 +159,10 @@ fn slot_actions_save_erase_and_restore_a_slots_cache() {
     action(&s, 0, "shred", None).assert_error(400, "an unknown action");
     std::fs::write(dir.join("junk.bin"), b"not a session").unwrap();
     action(&s, 0, "restore", Some("junk.bin")).assert_error(400, "not a session file");
+    std::os::unix::fs::symlink(dir.join("a.bin"), dir.join("link.bin")).unwrap();
+    let link = action(&s, 0, "restore", Some("link.bin"));
+    link.assert_error(400, "a link");
+    assert!(link.text.contains("not a plain file"), "{}", link.text);
     drop(s);
     let tiny = lse_testdata::golden("synthetic/llama-tiny.gguf").to_string_lossy().into_owned();
     let t = Server::start(&tiny, &["--slot-save-path", &path]);

@@ -20,8 +20,8 @@ pub struct GenerationReport {
     /// Per step, the most likely tokens and their log-probs (when asked for).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub top_logprobs: Option<Vec<Vec<(u32, f64)>>>,
-    /// With `post_sampling_probs`, per step: the chosen token's probability after the sampler
-    /// chain, and the most likely candidates the chain kept with theirs.
+    /// With `post_sampling_probs` and `top_logprobs`, per step: the chosen token's probability
+    /// after the sampler chain, and the most likely candidates the chain kept with theirs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sampled_probs: Option<Vec<f64>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -50,7 +50,7 @@ impl GenerationReport {
             logprobs: s.steps.iter().map(|t| t.logprob).collect(),
             top2_margin: s.steps.iter().map(|t| t.top2_margin).collect(),
             top_logprobs: want_top.then(|| s.steps.iter().map(|t| t.top.clone()).collect()),
-            sampled_probs: post.then(|| s.steps.iter().map(|t| t.post_sampling.as_ref().map_or(0.0, |p| p.prob)).collect()),
+            sampled_probs: (post && want_top).then(|| s.steps.iter().map(|t| t.post_sampling.as_ref().map_or(0.0, |p| p.prob)).collect()),
             top_probs: (post && want_top).then(|| s.steps.iter().map(|t| t.post_sampling.as_ref().map_or_else(Vec::new, |p| p.top.clone())).collect()),
             prompt_seconds,
             decode_seconds,

@@ -78,9 +78,9 @@ pub struct GenerateRequest {
     pub min_tokens: usize,
     /// Most likely alternatives to report per step with their log-probs (0..=20).
     pub top_logprobs: usize,
-    /// Also report each step's probabilities after the sampler chain (llama-server's
-    /// `post_sampling_probs`): the chosen token's and the `top_logprobs` most likely candidates
-    /// the chain kept, at the request's temperature (greedy: the pick alone, 1).
+    /// With `top_logprobs`, also report each step's probabilities after the sampler chain
+    /// (llama-server's `post_sampling_probs`): the chosen token's and the `top_logprobs` most
+    /// likely candidates the chain kept, at the request's temperature (greedy: the pick alone, 1).
     pub post_sampling_probs: bool,
     /// Add BOS/EOS as the vocabulary asks when tokenizing a text prompt.
     pub add_special: bool,

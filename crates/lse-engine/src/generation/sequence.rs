@@ -234,13 +234,15 @@ impl Engine {
         if prompt.len() >= session.capacity() {
             return Err(EngineError::PromptTooLong { tokens: prompt.len(), capacity: session.capacity() });
         }
+        // the candidates are kept (a copy of the list each step) only where they are reported
+        let post_sampling = req.post_sampling_probs && req.top_logprobs > 0;
         Ok(Sequence {
             session,
             prompt,
             fed,
             cached: fed,
             next: None,
-            sampler: if req.post_sampling_probs { Sampler::new(&req.sampling).keeping_candidates() } else { Sampler::new(&req.sampling) },
+            sampler: if post_sampling { Sampler::new(&req.sampling).keeping_candidates() } else { Sampler::new(&req.sampling) },
             max_tokens: req.max_tokens as usize,
             ignore_eos: req.ignore_eos,
             stop_ids: {
@@ -250,7 +252,7 @@ impl Engine {
             },
             min_tokens: req.min_tokens,
             top_logprobs: req.top_logprobs,
-            post_sampling_probs: req.post_sampling_probs,
+            post_sampling_probs: post_sampling,
             steps: Vec::new(),
             text: TextStream::new(&req.stop),
             finish: None,

@@ -150,7 +150,7 @@ fn arena_copies_equal_own_copies() {
     for t in PACKED_TYPES {
         let w = weights(&mut rng, t, n, k, false);
         let own = PackedMatrix::new(&pool, t, &w, n, k).unwrap();
-        let in_arena = PackedMatrix::new_releasing(&pool, t, &w, n, k, Some(&arena), &|_| {}).unwrap();
+        let in_arena = PackedMatrix::new_releasing(&pool, t, &w, n, k, crate::pages::Pages::Huge(Some(&arena)), &|_| {}).unwrap();
         assert!(matches!(in_arena.data, super::Data::Arena { .. }), "{t:?}");
         assert_eq!(bytes(&own), bytes(&in_arena), "{t:?}");
         held.push((bytes(&own), in_arena));
@@ -159,6 +159,6 @@ fn arena_copies_equal_own_copies() {
         assert_eq!(&bytes(p), want, "a later copy wrote over an earlier one");
     }
     let w = weights(&mut rng, GgmlType::Q8_0, 4096, 512, false);
-    let big = PackedMatrix::new_releasing(&pool, GgmlType::Q8_0, &w, 4096, 512, Some(&arena), &|_| {}).unwrap();
+    let big = PackedMatrix::new_releasing(&pool, GgmlType::Q8_0, &w, 4096, 512, crate::pages::Pages::Huge(Some(&arena)), &|_| {}).unwrap();
     assert!(matches!(big.data, super::Data::Own(_)), "past the arena's room");
 }

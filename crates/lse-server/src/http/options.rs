@@ -29,6 +29,15 @@ fn refuse_other_samplers(f: &Fields) -> ApiResult<()> {
     }
 }
 
+/// A 400 for llama-server's `post_sampling_probs` on an OpenAI route, whose log-probs stay
+/// OpenAI's (llama-server writes `prob` and `top_probs` into them, which OpenAI clients do not read).
+pub fn refuse_post_sampling_probs(f: &Fields) -> ApiResult<()> {
+    if f.bool("post_sampling_probs")?.unwrap_or(false) {
+        return Err(ApiError::bad_request("\"post_sampling_probs\" is taken by /completion and /infill (llama-server's form); OpenAI's routes report log-probs"));
+    }
+    Ok(())
+}
+
 /// The sampling and stopping options of a body; the prompt is left empty for the caller.
 pub fn generate_request(f: &Fields, max_keys: &[&str], default_max: i64) -> ApiResult<GenerateRequest> {
     let mut r = GenerateRequest { prompt: Prompt::Tokens(Vec::new()), max_tokens: default_max, ..Default::default() };

@@ -271,10 +271,12 @@ impl Worker {
         }
     }
 
-    /// Runs the held slot actions whose slot is free now.
+    /// Runs the held slot actions whose slot is free now (those whose client left are dropped).
     fn release_slot_files(&mut self) {
         for job in std::mem::take(&mut self.held_slot_files) {
-            self.receive(job);
+            if !matches!(&job, Job::SlotFile { tx, .. } if tx.is_closed()) {
+                self.receive(job);
+            }
         }
     }
 
@@ -332,8 +334,8 @@ impl Worker {
                 Job::Generate { .. } if self.running.len() < self.parallel => {
                     let Some(Job::Generate { index, req, cache_prompt, tx }) = self.waiting.pop_front() else { unreachable!() };
                     // its own guard: a panic here fails this generation, not a scoring job around it
-                    let session = match catch_unwind(AssertUnwindSafe(|| self.session_for(&req, cache_prompt))) {
-                        Ok(Some(session)) => session,
+                    let (session, cached_slot) = match catch_unwind(AssertUnwindSafe(|| self.session_for(&req, cache_prompt))) {
+                        Ok(Some(found)) => found,
                         Ok(None) => {
                             // a running sequence is feeding this prompt's prefix: fork it once it is in
                             self.waiting.push_front(Job::Generate { index, req, cache_prompt, tx });
@@ -348,7 +350,10 @@ impl Worker {
                         Ok(Ok(seq)) => {
                             self.metrics.prompt_tokens.fetch_add(seq.prompt().len() as u64, Relaxed);
                             self.metrics.prompt_tokens_cached.fetch_add(seq.cached_tokens() as u64, Relaxed);
-                            let slot = self.slots.free(self.running.iter().map(|r| r.slot));
+                            // the slot whose cache it starts from, as llama-server picks a slot by
+                            // its cached prompt; else the lowest free one
+                            let busy = |s: usize| self.running.iter().any(|r| r.slot == s);
+                            let slot = cached_slot.filter(|&s| !busy(s)).unwrap_or_else(|| self.slots.free(self.running.iter().map(|r| r.slot)));
                             let task = self.slots.start(&req);
                             self.running.push(Running { index, slot, task, seq, tx, steps_sent: 0, started: Instant::now(), first_token: None });
                         }
@@ -370,10 +375,11 @@ impl Worker {
         }
     }
 
-    /// The session a new generation starts in (`None`: wait a step, see [`Worker::fork_source`]):
-    /// a kept session when one shares a prefix with its prompt; past `--parallel` sessions in all,
-    /// the least recently used one is emptied and serves (or freed for a fork).
-    fn session_for(&mut self, req: &GenerateRequest, cache_prompt: bool) -> Option<Option<lse_engine::Session>> {
+    /// The session a new generation starts in, and the slot whose cache it was (`None`: wait a
+    /// step, see [`Worker::fork_source`]): a kept session when one shares a prefix with its
+    /// prompt; past `--parallel` sessions in all, the least recently used one is emptied and
+    /// serves (or freed for a fork).
+    fn session_for(&mut self, req: &GenerateRequest, cache_prompt: bool) -> Option<(Option<lse_engine::Session>, Option<usize>)> {
         // a prompt that cannot be laid out fails in start_sequence_in, with its message
         let prompt = self.engine.prompt_ids(req).map(|p| p.into_owned()).unwrap_or_default();
         let source = if cache_prompt { self.fork_source(&prompt) } else { Source::Kept };
@@ -384,9 +390,12 @@ impl Worker {
                 if full {
                     self.cache.take_oldest();
                 }
-                Some(self.running[i].seq.session.fork())
+                (Some(self.running[i].seq.session.fork()), None)
             }
-            Source::Kept => self.cache.take(&prompt, cache_prompt, full),
+            Source::Kept => match self.cache.take(&prompt, cache_prompt, full) {
+                Some(k) => (Some(k.session), k.slot),
+                None => (None, None),
+            },
         })
     }
 
@@ -534,6 +543,7 @@ impl Worker {
         self.metrics.requests_failed.fetch_add(self.running.len() as u64, Relaxed);
         for r in self.running.drain(..) {
             self.slots.ended(r.slot, r.slot_task(false, self.slots.texts));
+            self.cache.forget_slot(r.slot);
             let _ = r.tx.send(Event::Error { index: r.index, error: error.clone() });
         }
         if !self.stop.load(Relaxed) {

@@ -90,23 +90,29 @@ impl Kept<SlotSession> {
         self.take_where(|k| k.slot == Some(slot)).map(|k| k.session)
     }
 
+    /// `slot` has no cache any more (its task failed: what the slot held is gone).
+    pub fn forget_slot(&mut self, slot: usize) {
+        self.items.iter_mut().filter(|k| k.slot == Some(slot)).for_each(|k| k.slot = None);
+    }
+
     /// The most tokens of `prompt` a kept session would keep.
     pub fn best_for(&self, prompt: &[u32]) -> usize {
         self.best(|k| Some(k.session.reusable_prefix(prompt)))
     }
 
     /// The session a new `prompt` starts in: with `reuse`, the one keeping most of the prompt
-    /// (the most recent among equals); else, when `recycle`, the least recently used one, emptied
-    /// (its memory serves again); `None`: the caller makes a new session.
-    pub fn take(&mut self, prompt: &[u32], reuse: bool, recycle: bool) -> Option<Session> {
+    /// (the most recent among equals), with the slot whose cache it was; else, when `recycle`,
+    /// the least recently used one, emptied (its memory serves again; no slot's cache any more);
+    /// `None`: the caller makes a new session.
+    pub fn take(&mut self, prompt: &[u32], reuse: bool, recycle: bool) -> Option<SlotSession> {
         if let Some((k, _)) = reuse.then(|| self.take_best(1, |k| Some(k.session.reusable_prefix(prompt)))).flatten() {
-            return Some(k.session);
+            return Some(k);
         }
         if !recycle {
             return None;
         }
         let mut s = self.take_oldest()?.session;
         s.reset();
-        Some(s)
+        Some(SlotSession { slot: None, session: s })
     }
 }

@@ -22,14 +22,30 @@ pub struct SlotFileDone {
     pub ms: f64,
 }
 
-/// A file name the actions take: one plain name inside the save directory (no separators, no
-/// `.`/`..`, no control characters, at most 255 bytes).
+/// A file name the actions take, by llama.cpp's rules: one plain name inside the save directory
+/// (1 to 255 bytes; no separators or their look-alikes, control characters, `:*?"<>|`, BOM or
+/// replacement character; no `..`; not starting with a space nor ending with a space or `.`).
 pub fn valid_filename(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 255
-        && name != "."
-        && name != ".."
-        && !name.chars().any(|c| c == '/' || c == '\\' || c.is_control())
+    const LOOK_ALIKES: [char; 5] = ['\u{FF0E}', '\u{2215}', '\u{2216}', '\u{FFFD}', '\u{FEFF}'];
+    let bad = |c: char| c.is_control() || LOOK_ALIKES.contains(&c) || ":*?\"<>|/\\".contains(c);
+    (1..=255).contains(&name.len())
+        && !name.chars().any(bad)
+        && !name.starts_with(' ')
+        && !name.ends_with([' ', '.'])
+        && !name.contains("..")
+}
+
+/// Refuses a path that exists and is not a plain file (a link, a FIFO that would block the
+/// scheduler thread, a device, a directory).
+fn plain_file(path: &Path, what: &str) -> ApiResult<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if !m.file_type().is_file() => Err(ApiError::bad_request(format!("Unable to {what} slot: {} is not a plain file", file_name(path)))),
+        _ => Ok(()),
+    }
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned())
 }
 
 /// Runs `action` on `slot`'s cache. `others`: sessions held by running sequences, so that a
@@ -47,6 +63,7 @@ pub fn run(engine: &Engine, cache: &mut SessionCache, slot: usize, others: usize
                     &empty
                 }
             };
+            plain_file(&path, "save")?;
             let mut file = lse_eval::atomic::AtomicFile::create(&path, "slot file").map_err(|e| ApiError::internal(format!("Unable to save slot: {e}")))?;
             let mut n_bytes = 0;
             file.commit_with(|w| {
@@ -69,7 +86,22 @@ pub fn run(engine: &Engine, cache: &mut SessionCache, slot: usize, others: usize
 }
 
 fn read(engine: &Engine, path: &Path) -> ApiResult<(lse_engine::Session, u64)> {
-    let name = path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let name = file_name(path);
+    plain_file(path, "restore")?;
     let file = std::fs::File::open(path).map_err(|e| ApiError::bad_request(format!("Unable to restore slot: {name}: {e}")))?;
     engine.read_session(&mut std::io::BufReader::new(file), &name).map_err(|e| ApiError::bad_request(format!("Unable to restore slot: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn file_names_follow_llama_cpps_rules() {
+        for ok in ["a.bin", "slot 0.bin", "ß-ünï.bin", ".hidden", "a.b.c"] {
+            assert!(super::valid_filename(ok), "{ok}");
+        }
+        let long = "x".repeat(256);
+        for bad in ["", ".", "..", "../a", "a/b", "a\\b", "a..b", " a", "a ", "a.", "a:b", "a*b", "a?b", "a\"b", "a<b", "a>b", "a|b", "a\nb", "a\u{2215}b", "a\u{FEFF}", &long] {
+            assert!(!super::valid_filename(bad), "{bad:?}");
+        }
+    }
 }

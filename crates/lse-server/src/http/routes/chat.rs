@@ -201,6 +201,7 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
     let f = Fields(body);
     const MAX_KEYS: [&str; 3] = ["max_completion_tokens", "max_tokens", "n_predict"];
     let mut base = generate_request(&f, &MAX_KEYS, -1)?;
+    crate::http::options::refuse_post_sampling_probs(&f)?;
     let tools = tools::of(&f)?;
     if let Tools::Forced { parameters: schema, .. } | Tools::Auto { required: Some(schema), .. } = &tools {
         if base.json_object || base.json_schema.is_some() {

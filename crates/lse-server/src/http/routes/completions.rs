@@ -50,6 +50,7 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
     let ready = app.ready()?;
     let f = Fields(body);
     let base = generate_request(&f, &["max_tokens", "n_predict"], DEFAULT_MAX_TOKENS)?;
+    crate::http::options::refuse_post_sampling_probs(&f)?;
     if !matches!(crate::http::tools::of(&f)?, crate::http::tools::Tools::None) {
         return Err(ApiError::bad_request("tool calls are answered on /v1/chat/completions"));
     }
