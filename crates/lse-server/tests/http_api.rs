@@ -232,6 +232,13 @@ fn info_routes_and_tokenizer_round_trip() {
     assert_eq!(d["content"], "Hello world");
     let c = s.post("/tokenize", &json!({"content": "<|im_start|>user"})).json();
     assert_eq!(c["tokens"][0], 1, "special-token text is parsed by default");
+    // llama-server's mixed content: ids kept in place, each text tokenized on its own
+    let tok = |text: &str| s.post("/tokenize", &json!({"content": text})).json()["tokens"].as_array().unwrap().clone();
+    let mixed = s.post("/tokenize", &json!({"content": ["Hello", 282, " world"]})).json();
+    let want: Vec<Value> = tok("Hello").into_iter().chain([json!(282)]).chain(tok(" world")).collect();
+    assert_eq!(mixed["tokens"], json!(want));
+    s.post("/tokenize", &json!({"content": ["Hello", 99999999]})).assert_error(400, "an id past the vocabulary");
+    s.post("/tokenize", &json!({"content": 5})).assert_error(400, "a number as content");
 }
 
 fn tmp(name: &str) -> Tmp {

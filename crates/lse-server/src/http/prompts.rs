@@ -26,16 +26,7 @@ fn one(engine: &Engine, v: &Value, key: &str, suffix: Option<&str>) -> ApiResult
         },
         Value::Array(_) if suffix.is_some() => return Err(ApiError::bad_request(format!("\"{key}\" must be text when a \"suffix\" is given (the text before the gap)"))),
         Value::Array(a) => {
-            let mut ids = Vec::with_capacity(a.len());
-            for (i, x) in a.iter().enumerate() {
-                match x {
-                    // texts among ids: a first text with the vocabulary's special tokens
-                    Value::String(s) => ids.extend(tk.tokenize(s, i == 0, true)),
-                    x => ids.push(x.as_u64().filter(|&t| t <= u32::MAX as u64).map(|t| t as u32).ok_or_else(|| {
-                        ApiError::bad_request(format!("\"{key}\"[{i}] must be a text or a token id (an integer 0 or more), got {x}"))
-                    })?),
-                }
-            }
+            let ids = mixed(engine, a, key, true, true)?;
             let known: Vec<u32> = ids.iter().copied().filter(|&t| (t as usize) < engine.n_vocab()).collect();
             PromptIn { text: String::from_utf8_lossy(&tk.detokenize(&known, false, true)).into_owned(), ids }
         }
@@ -46,6 +37,23 @@ fn one(engine: &Engine, v: &Value, key: &str, suffix: Option<&str>) -> ApiResult
         return Err(ApiError::bad_request(format!("\"{key}\" has no tokens")));
     }
     Ok(p)
+}
+
+/// llama-server's mixed prompt: token ids with texts among them tokenized in place (special
+/// tokens added, with `add_special`, to the list's first entry only; special-token text parsed
+/// with `parse_special`).
+pub fn mixed(engine: &Engine, a: &[Value], key: &str, add_special: bool, parse_special: bool) -> ApiResult<Vec<u32>> {
+    let tk = engine.tokenizer();
+    let mut ids = Vec::with_capacity(a.len());
+    for (i, x) in a.iter().enumerate() {
+        match x {
+            Value::String(s) => ids.extend(tk.tokenize(s, add_special && i == 0, parse_special)),
+            x => ids.push(x.as_u64().filter(|&t| t <= u32::MAX as u64).map(|t| t as u32).ok_or_else(|| {
+                ApiError::bad_request(format!("\"{key}\"[{i}] must be a text or a token id (an integer 0 or more), got {x}"))
+            })?),
+        }
+    }
+    Ok(ids)
 }
 
 /// Every prompt of field `key` (`prompt`; the embeddings' `input`); with a `suffix` (OpenAI's

@@ -8,16 +8,17 @@ use axum::extract::State;
 use axum::Json;
 use serde_json::{json, Value};
 
-/// `{"content"|"prompt": text, "add_special"|"add_special_tokens": bool (default false),
+/// `{"content"|"prompt": text (or llama-server's list of texts and token ids),
+/// "add_special"|"add_special_tokens": bool (default false),
 /// "parse_special": bool (default true), "with_pieces": bool}` → `{"tokens": [...]}`; with pieces
 /// each token is `{"id", "piece"}`, the piece a string or, when it is not whole UTF-8, its bytes
 /// (llama-server's form).
 pub async fn tokenize(State(app): State<AppState>, JsonObject(body): JsonObject) -> ApiResult<Json<Value>> {
     let r = app.ready()?;
     let f = Fields(&body);
-    let text = match f.str("content")? {
-        Some(t) => t,
-        None => f.str("prompt")?.ok_or_else(|| ApiError::bad_request("\"content\" (or \"prompt\") is required"))?,
+    let (key, content) = match f.get("content") {
+        Some(v) => ("content", v),
+        None => ("prompt", f.get("prompt").ok_or_else(|| ApiError::bad_request("\"content\" (or \"prompt\") is required"))?),
     };
     let add_special = match f.bool("add_special")? {
         Some(b) => b,
@@ -25,7 +26,16 @@ pub async fn tokenize(State(app): State<AppState>, JsonObject(body): JsonObject)
     };
     let parse_special = f.bool("parse_special")?.unwrap_or(true);
     let tk = r.engine.tokenizer();
-    let ids = tk.tokenize(text, add_special, parse_special);
+    let ids = match content {
+        Value::String(text) => tk.tokenize(text, add_special, parse_special),
+        // llama-server's mixed content: ids kept, texts tokenized in place
+        Value::Array(a) => {
+            let ids = crate::http::prompts::mixed(&r.engine, a, key, add_special, parse_special)?;
+            crate::http::options::ids_in_vocabulary(&ids, r.engine.n_vocab(), Some(key))?;
+            ids
+        }
+        v => return Err(ApiError::bad_request(format!("\"{key}\" must be a text or a list of texts and token ids, got {v}"))),
+    };
     if !f.bool("with_pieces")?.unwrap_or(false) {
         return Ok(Json(json!({ "tokens": ids })));
     }
