@@ -118,6 +118,7 @@ fn action(s: &Server, slot: usize, action: &str, file: Option<&str>) -> http::Re
 
 /// A slot's cache saved to a file, erased, and restored into another slot (then into a new
 /// server process): the same prompt then runs only its last token and gives the same answer;
+/// an action on a busy slot waits for its task, and is dropped if its client leaves first;
 /// bad slots, names, files and actions are refused, another model's file too, and a server
 /// without `--slot-save-path` answers 501.
 #[test]
@@ -188,6 +189,24 @@ fn slot_actions_save_erase_and_restore_a_slots_cache() {
         let erased = erase.join().unwrap();
         assert!(erased["n_erased"].as_u64().unwrap() > 1, "{erased}");
     });
+    // one whose client leaves while it waits is dropped: the cache the task leaves stays
+    let stream = s.first_event("/completion", &long);
+    let busy = slots(&s).iter().position(|e| e["is_processing"] == true).expect("a busy slot");
+    {
+        use std::io::Write;
+        let mut c = std::net::TcpStream::connect(s.base.trim_start_matches("http://")).unwrap();
+        write!(c, "POST /slots/{busy}?action=erase HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{{}}").unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    drop(stream);
+    let t = Instant::now();
+    while slots(&s)[busy]["is_processing"] == true {
+        assert!(t.elapsed() < Duration::from_secs(20), "the abandoned sequence still holds its slot");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let kept = action(&s, busy, "save", Some("kept.bin")).json();
+    assert!(kept["n_saved"].as_u64().unwrap() > 1, "the abandoned erase ran: {kept}");
     drop(s);
     let s = Server::start(&m, &[]);
     let off = action(&s, 0, "erase", None);
