@@ -60,6 +60,11 @@ impl Sampler {
         self
     }
 
+    /// Whether draws keep their candidates (a request that reports them).
+    pub fn keeps_candidates(&self) -> bool {
+        self.kept.is_some()
+    }
+
     /// The candidates the last draw chose among (after top-k, top-p and min-p) with their
     /// probabilities at the temperature, most likely first; greedy: the pick alone, 1. Empty
     /// unless [`Sampler::keeping_candidates`].

@@ -87,7 +87,6 @@ pub struct Sequence {
     stop_ids: Vec<u32>,
     min_tokens: usize,
     top_logprobs: usize,
-    post_sampling_probs: bool,
     pub steps: Vec<StepToken>,
     pub text: TextStream,
     pub finish: Option<FinishReason>,
@@ -252,7 +251,6 @@ impl Engine {
             },
             min_tokens: req.min_tokens,
             top_logprobs: req.top_logprobs,
-            post_sampling_probs: post_sampling,
             steps: Vec::new(),
             text: TextStream::new(&req.stop),
             finish: None,
@@ -396,7 +394,7 @@ impl Engine {
                 argmax_only = false;
             }
         }
-        let post_sampling = s.post_sampling_probs.then(|| {
+        let post_sampling = s.sampler.keeps_candidates().then(|| {
             let kept: &[(u32, f64)] = if argmax_only { &[(id, 1.0)] } else { s.sampler.candidates_kept() };
             PostSampling::new(id, kept, s.top_logprobs)
         });

@@ -23,11 +23,15 @@ impl<S: Send + Sync> FromRequest<S> for JsonObject {
                 ApiError::new(status, format!("cannot read the request body: {}", r.body_text()))
             }
         })?;
-        let v: Value = serde_json::from_slice(&bytes).map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))?;
-        match v {
-            Value::Object(m) => Ok(JsonObject(m)),
-            _ => Err(ApiError::bad_request("the request body must be a JSON object")),
-        }
+        json_object(&bytes).map(JsonObject)
+    }
+}
+
+/// A request body's bytes as a JSON object.
+pub fn json_object(bytes: &[u8]) -> Result<Map<String, Value>, ApiError> {
+    match serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))? {
+        Value::Object(m) => Ok(m),
+        _ => Err(ApiError::bad_request("the request body must be a JSON object")),
     }
 }
 

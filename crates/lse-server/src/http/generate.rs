@@ -7,7 +7,7 @@ use super::scoring::PromptLogprob;
 use lse_engine::generation::StepToken;
 use lse_engine::{FinishReason, GenerateRequest};
 use serde_json::{json, Value};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 /// One finished generation.
 #[derive(Debug, Default)]
@@ -127,7 +127,5 @@ pub async fn collect(mut rx: mpsc::UnboundedReceiver<Event>, n: usize) -> ApiRes
 
 /// Prompt log-probs through the scheduler's scoring path, and how many came from a kept prompt.
 pub async fn prompt_logprobs(sched: &Scheduler, ids: Vec<u32>, top_k: usize, cache_prompt: bool) -> ApiResult<(Vec<PromptLogprob>, usize)> {
-    let (tx, rx) = oneshot::channel();
-    sched.submit(Job::PromptLogprobs { ids, top_k, cache_prompt, tx })?;
-    rx.await.map_err(|_| ApiError::internal("the scheduler dropped the request"))?
+    sched.ask(|tx| Job::PromptLogprobs { ids, top_k, cache_prompt, tx }).await
 }

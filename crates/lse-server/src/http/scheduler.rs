@@ -161,6 +161,14 @@ impl Scheduler {
         })
     }
 
+    /// Queues the job `make` builds around a reply channel and waits for its answer. The thread
+    /// answers every job it takes (at shutdown with a 503); one it drops unanswered is a 503 too.
+    pub async fn ask<T>(&self, make: impl FnOnce(Reply<T>) -> Job) -> Result<T, ApiError> {
+        let (tx, rx) = oneshot::channel();
+        self.submit(make(tx))?;
+        rx.await.map_err(|_| ApiError::unavailable("the server is shutting down (the scheduler dropped the request)"))?
+    }
+
     /// Ends every job and stops the thread.
     pub fn shutdown(&self) {
         self.stop.store(true, Relaxed);
@@ -261,7 +269,7 @@ impl Worker {
                 let now = self.running.iter().map(|r| (r.slot, r.slot_task(true, self.slots.texts))).collect();
                 let _ = tx.send(Ok(self.slots.views(now)));
             }
-            Job::SlotFile { slot, .. } if self.running.iter().any(|r| r.slot == slot) => self.held_slot_files.push(job),
+            Job::SlotFile { slot, .. } if self.slot_busy(slot) => self.held_slot_files.push(job),
             Job::SlotFile { slot, action, tx } => {
                 let others = self.running.len();
                 let r = catch_unwind(AssertUnwindSafe(|| super::slot_files::run(&self.engine, &mut self.cache, slot, others, self.parallel, action)));
@@ -269,6 +277,11 @@ impl Worker {
             }
             j => self.waiting.push_back(j),
         }
+    }
+
+    /// Whether a running sequence holds `slot`.
+    fn slot_busy(&self, slot: usize) -> bool {
+        self.running.iter().any(|r| r.slot == slot)
     }
 
     /// Runs the held slot actions whose slot is free now (those whose client left are dropped).
@@ -352,8 +365,7 @@ impl Worker {
                             self.metrics.prompt_tokens_cached.fetch_add(seq.cached_tokens() as u64, Relaxed);
                             // the slot whose cache it starts from, as llama-server picks a slot by
                             // its cached prompt; else the lowest free one
-                            let busy = |s: usize| self.running.iter().any(|r| r.slot == s);
-                            let slot = cached_slot.filter(|&s| !busy(s)).unwrap_or_else(|| self.slots.free(self.running.iter().map(|r| r.slot)));
+                            let slot = cached_slot.filter(|&s| !self.slot_busy(s)).unwrap_or_else(|| self.slots.free(self.running.iter().map(|r| r.slot)));
                             let task = self.slots.start(&req);
                             self.running.push(Running { index, slot, task, seq, tx, steps_sent: 0, started: Instant::now(), first_token: None });
                         }

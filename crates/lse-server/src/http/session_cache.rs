@@ -76,7 +76,7 @@ pub type SessionCache = Kept<SlotSession>;
 impl Kept<SlotSession> {
     /// Keeps `session` as the cache of `slot` (the slot's earlier one stays, as no slot's).
     pub fn put_for(&mut self, slot: usize, session: Session) {
-        self.items.iter_mut().filter(|k| k.slot == Some(slot)).for_each(|k| k.slot = None);
+        self.forget_slot(slot);
         self.put(SlotSession { slot: Some(slot), session });
     }
 
@@ -90,7 +90,8 @@ impl Kept<SlotSession> {
         self.take_where(|k| k.slot == Some(slot)).map(|k| k.session)
     }
 
-    /// `slot` has no cache any more (its task failed: what the slot held is gone).
+    /// `slot` has no cache any more (its sessions stay, as no slot's): a new one replaces it, or
+    /// its task failed.
     pub fn forget_slot(&mut self, slot: usize) {
         self.items.iter_mut().filter(|k| k.slot == Some(slot)).for_each(|k| k.slot = None);
     }

@@ -16,7 +16,6 @@ use axum::response::Response;
 use axum::Json;
 use lse_engine::{EmbedRequest, Prompt};
 use serde_json::{json, Value};
-use tokio::sync::oneshot;
 
 pub async fn embeddings(State(app): State<AppState>, JsonObject(body): JsonObject) -> Response {
     super::counted(&app, openai(&app, &body)).await
@@ -74,9 +73,7 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
     let req = EmbedRequest { input, pooling: Some(pooling), normalize };
     // every check now, not after the queue
     ready.engine.embed_inputs(&req).map_err(|e| from_engine(&e))?;
-    let (tx, rx) = oneshot::channel();
-    ready.scheduler.submit(Job::Embed { req, tx })?;
-    let report = rx.await.map_err(|_| ApiError::internal("the scheduler dropped the request"))??;
+    let report = ready.scheduler.ask(|tx| Job::Embed { req, tx }).await?;
     Ok((report, base64))
 }
 

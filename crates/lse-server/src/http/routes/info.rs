@@ -91,10 +91,7 @@ pub async fn slots(State(app): State<AppState>, Query(q): Query<std::collections
     if !r.slots_endpoint {
         return Err(ApiError::new(StatusCode::NOT_IMPLEMENTED, "This server does not support slots endpoint. Start it with `--slots`"));
     }
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    r.scheduler.submit(Job::Slots { tx })?;
-    // the thread drops unanswered jobs only when it stops
-    let views = rx.await.map_err(|_| ApiError::unavailable("the server is shutting down"))??;
+    let views = r.scheduler.ask(|tx| Job::Slots { tx }).await?;
     if views.iter().all(|v| v.processing) && q.get("fail_on_no_slot").is_some_and(|f| !f.is_empty()) {
         return Err(ApiError::unavailable("no slot available"));
     }

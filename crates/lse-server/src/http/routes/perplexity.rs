@@ -9,7 +9,6 @@ use axum::extract::State;
 use axum::response::Response;
 use axum::Json;
 use serde_json::Value;
-use tokio::sync::oneshot;
 
 pub async fn perplexity(State(app): State<AppState>, JsonObject(body): JsonObject) -> Response {
     super::counted(&app, run(&app, body)).await
@@ -26,8 +25,6 @@ async fn run(app: &AppState, body: serde_json::Map<String, Value>) -> ApiResult<
         }
     }
     let req = lse_eval::PerplexityRequest::from_json(&Value::Object(body)).map_err(|e| from_eval(&e))?;
-    let (tx, rx) = oneshot::channel();
-    ready.scheduler.submit(Job::Perplexity { req, tx })?;
-    let report = rx.await.map_err(|_| ApiError::internal("the scheduler dropped the request"))??;
+    let report = ready.scheduler.ask(|tx| Job::Perplexity { req, tx }).await?;
     Ok(Json(report))
 }

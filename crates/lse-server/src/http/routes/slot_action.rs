@@ -2,6 +2,7 @@
 //! slot's cache saved to a file (`{"filename"}`), restored from one, or erased; answered in its
 //! form (`n_saved`/`n_written`, `n_restored`/`n_read`, `n_erased`). See `http::slot_files`.
 
+use crate::http::body::{json_object, Fields};
 use crate::http::errors::{ApiError, ApiResult};
 use crate::http::scheduler::Job;
 use crate::http::slot_files::{valid_filename, SlotFileAction};
@@ -19,9 +20,10 @@ pub async fn slot_action(State(app): State<AppState>, Path(id): Path<String>, Qu
         return Err(ApiError::new(StatusCode::NOT_IMPLEMENTED, "This server does not support slots action. Start it with `--slot-save-path`"));
     };
     let slot = id.parse::<usize>().ok().filter(|&s| s < r.parallel).ok_or_else(|| ApiError::bad_request(format!("Invalid slot ID {id:?}: the slots are 0 to {}", r.parallel - 1)))?;
+    // save and restore name a file; erase takes no body
     let filename = || -> ApiResult<String> {
-        let v: Value = serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))?;
-        let name = v.get("filename").and_then(Value::as_str).ok_or_else(|| ApiError::bad_request("\"filename\" (a string) is required"))?;
+        let body = json_object(&body)?;
+        let name = Fields(&body).str("filename")?.ok_or_else(|| ApiError::bad_request("\"filename\" is required"))?;
         if !valid_filename(name) {
             return Err(ApiError::bad_request(format!("Invalid filename {name:?}: one plain file name inside --slot-save-path")));
         }
@@ -34,9 +36,7 @@ pub async fn slot_action(State(app): State<AppState>, Path(id): Path<String>, Qu
         _ => return Err(ApiError::bad_request("Invalid action: ?action= takes save, restore or erase")),
     };
     let restore = matches!(action, SlotFileAction::Restore(_));
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    r.scheduler.submit(Job::SlotFile { slot, action, tx })?;
-    let done = rx.await.map_err(|_| ApiError::unavailable("the server is shutting down"))??;
+    let done = r.scheduler.ask(|tx| Job::SlotFile { slot, action, tx }).await?;
     Ok(Json(match name {
         None => json!({"id_slot": slot, "n_erased": done.n_tokens}),
         Some(name) if restore => json!({"id_slot": slot, "filename": name, "n_restored": done.n_tokens, "n_read": done.n_bytes, "timings": {"restore_ms": done.ms}}),
