@@ -4,7 +4,9 @@
 //! shapes. A session read back gives the logits the saved one would have, bit for bit.
 //!
 //! Layout: `LSESESS\0`, the header's length (u64 LE) and its JSON, the tokens (u32 LE), then per
-//! attention layer its K bytes and its V bytes, then the recurrent buffers (f32 LE).
+//! attention layer its K bytes and its V bytes, then the recurrent buffers (f32 LE), then a
+//! checksum of the parts after the header (u64 LE, [`checksum`]): a file altered after it was
+//! written is refused instead of giving other text.
 
 use crate::{Engine, EngineError, Session};
 use lse_gguf::GgmlType;
@@ -12,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 
 const MAGIC: &[u8; 8] = b"LSESESS\0";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 
 /// What a session file must match to be read into an engine.
 #[derive(Serialize, Deserialize, PartialEq, Debug)]
@@ -52,13 +54,16 @@ impl Engine {
     pub fn write_session(&self, s: &Session, w: &mut impl Write) -> std::io::Result<u64> {
         let header = serde_json::to_vec(&self.session_header(s)).map_err(std::io::Error::other)?;
         let mut n = 0u64;
+        let mut sum = 0u64;
+        w.write_all(MAGIC)?;
+        w.write_all(&(header.len() as u64).to_le_bytes())?;
+        w.write_all(&header)?;
+        n += (MAGIC.len() + 8 + header.len()) as u64;
         let mut put = |b: &[u8]| {
             n += b.len() as u64;
+            sum = checksum(sum, b);
             w.write_all(b)
         };
-        put(MAGIC)?;
-        put(&(header.len() as u64).to_le_bytes())?;
-        put(&header)?;
         put(&s.tokens.iter().flat_map(|t| t.to_le_bytes()).collect::<Vec<u8>>())?;
         for c in s.state.kv.iter().flatten() {
             let (k, v) = c.held(s.len());
@@ -70,7 +75,8 @@ impl Engine {
                 put(&b.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>())?;
             }
         }
-        Ok(n)
+        w.write_all(&sum.to_le_bytes())?;
+        Ok(n + 8)
     }
 
     /// Reads a session written by [`Engine::write_session`] for this model and cache; `name`
@@ -79,6 +85,8 @@ impl Engine {
         let bad = |why: String| EngineError::SessionFile(name.to_string(), why);
         let io = |e: std::io::Error| bad(if e.kind() == std::io::ErrorKind::UnexpectedEof { "it ends early".into() } else { e.to_string() });
         let mut read = 0u64;
+        // the checksum of what was taken after the header (the parts, as they were written)
+        let sum: std::cell::Cell<Option<u64>> = std::cell::Cell::new(None);
         let mut take = |len: usize| -> Result<Vec<u8>, EngineError> {
             let mut b = Vec::new();
             r.take(len as u64).read_to_end(&mut b).map_err(io)?;
@@ -86,6 +94,9 @@ impl Engine {
                 return Err(bad("it ends early".into()));
             }
             read += len as u64;
+            if let Some(h) = sum.get() {
+                sum.set(Some(checksum(h, &b)));
+            }
             Ok(b)
         };
         if take(8)? != MAGIC {
@@ -96,6 +107,7 @@ impl Engine {
             return Err(bad(format!("its header claims {len} bytes")));
         }
         let got: Header = serde_json::from_slice(&take(len as usize)?).map_err(|e| bad(format!("its header: {e}")))?;
+        sum.set(Some(0));
         let mut s = self.new_session(None)?;
         let mut want = self.session_header(&s);
         want.n_tokens = got.n_tokens;
@@ -142,6 +154,13 @@ impl Engine {
                 }
             }
         }
+        let want_sum = sum.get().expect("started after the header");
+        let mut trailer = [0u8; 8];
+        r.read_exact(&mut trailer).map_err(io)?;
+        read += 8;
+        if u64::from_le_bytes(trailer) != want_sum {
+            return Err(bad("its checksum does not match its contents (the file was altered or damaged)".into()));
+        }
         match r.read(&mut [0u8]) {
             Ok(0) => {}
             Ok(_) => return Err(bad("it has bytes past its end".into())),
@@ -164,4 +183,27 @@ fn finite(ty: GgmlType, bytes: &[u8]) -> bool {
         GgmlType::Q8_0 => bytes.chunks_exact(34).all(|b| half(&b[..2], 0x7c00)),
         _ => true,
     }
+}
+
+/// `h` carried over `bytes`: four lanes of 64-bit words, each step (xor, odd multiply, rotate)
+/// one-to-one in its lane, and a fold one-to-one in each lane, so any change of one word (or of
+/// the length) changes the result. For damage, not tampering; ~7 bytes a cycle, a few ms for a
+/// large session.
+fn checksum(h: u64, bytes: &[u8]) -> u64 {
+    const P: u64 = 0x9e37_79b9_7f4a_7c15;
+    const Q: u64 = 0xc2b2_ae3d_27d4_eb4f;
+    let mut lanes = [h ^ 0x243f_6a88_85a3_08d3, h ^ 0x1319_8a2e_0370_7344, h ^ 0xa409_3822_299f_31d0, h ^ 0x082e_fa98_ec4e_6c89];
+    let step = |l: u64, w: u64| (l ^ w).wrapping_mul(P).rotate_left(29);
+    let mut chunks = bytes.chunks_exact(32);
+    for c in &mut chunks {
+        for (i, l) in lanes.iter_mut().enumerate() {
+            *l = step(*l, u64::from_le_bytes(c[8 * i..8 * i + 8].try_into().expect("8 bytes")));
+        }
+    }
+    for (i, w) in chunks.remainder().chunks(8).enumerate() {
+        let mut b = [0u8; 8];
+        b[..w.len()].copy_from_slice(w);
+        lanes[i] = step(lanes[i], u64::from_le_bytes(b));
+    }
+    lanes.iter().fold((bytes.len() as u64).wrapping_mul(Q), |acc, &l| (acc ^ l).wrapping_mul(P).rotate_left(31))
 }

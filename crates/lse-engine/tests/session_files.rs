@@ -2,7 +2,7 @@
 //! from (attention caches of f16, bf16 and f32, and the recurrent state of qwen35), and a file that
 //! does not fit (another model, another cache type, cut short, bytes past its end, too long for
 //! the context, not a session file, another file of the same model, a value that is not finite, a
-//! forged header) is refused naming why.
+//! forged header, a finite value changed) is refused naming why.
 
 use lse_engine::{Batch, Engine, EngineOptions, KvDtype, Session};
 
@@ -84,6 +84,13 @@ fn a_file_that_does_not_fit_is_refused_naming_why() {
     let first_k = header_end + 6 * 4;
     inf[first_k..first_k + 2].copy_from_slice(&0x7c00u16.to_le_bytes());
     assert!(refused(&e, &inf).contains("not finite"), "{}", refused(&e, &inf));
+    // a finite value changed (the lowest mantissa bit of the first K value, and of the last
+    // value before the checksum), or the checksum itself
+    for at in [first_k, bytes.len() - 10, bytes.len() - 1] {
+        let mut one = bytes.clone();
+        one[at] ^= 1;
+        assert!(refused(&e, &one).contains("checksum does not match"), "byte {at}: {}", refused(&e, &one));
+    }
     // a header claiming more tokens than a session holds, or other cache shapes
     let forge = |key: &str, v: serde_json::Value| {
         let mut h: serde_json::Value = serde_json::from_slice(&bytes[16..header_end]).unwrap();
