@@ -185,7 +185,7 @@ int lse_perplexity(lse_engine *engine, const char *request_json, char **json_out
  *                         token does, even with ignore_eos (vLLM's; default [])
  *     "min_tokens"        integer >= 0: tokens generated before an end-of-generation or stop
  *                         token id may be sampled (vLLM's; default 0)
- *     "top_logprobs"      integer 0..20: alternatives reported per step (default 0)
+ *     "top_logprobs"      integer up to the vocabulary size: alternatives reported per step (default 0)
  *     "post_sampling_probs" boolean: with top_logprobs, also report each step's probabilities
  *                         after the sampler chain, the pick's and its top_logprobs best
  *                         candidates' at the temperature (greedy: the pick alone, 1;

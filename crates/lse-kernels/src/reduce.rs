@@ -51,6 +51,8 @@ pub struct SlicedRow {
     parts: smallvec::SmallVec<[(f32, f64); 8]>,
     picked: Vec<f32>,
     top: Vec<(u32, f32)>,
+    /// The list before a merge (kept for its allocation).
+    merged_from: Vec<(u32, f32)>,
 }
 
 /// One vocabulary slice's reductions, for [`SlicedRow::merge`].
@@ -79,8 +81,8 @@ impl SlicePart {
 
 impl SlicedRow {
     pub fn new(ids: &[u32], top_k: usize) -> SlicedRow {
-        let top = Vec::with_capacity(2 * top_k);
-        SlicedRow { ids: ids.to_vec(), top_k, max: f32::NEG_INFINITY, argmax: 0, parts: smallvec::SmallVec::new(), picked: vec![f32::NAN; ids.len()], top }
+        let (top, merged_from) = (Vec::with_capacity(top_k), Vec::with_capacity(top_k));
+        SlicedRow { ids: ids.to_vec(), top_k, max: f32::NEG_INFINITY, argmax: 0, parts: smallvec::SmallVec::new(), picked: vec![f32::NAN; ids.len()], top, merged_from }
     }
 
     /// The logits of entries `offset..offset + slice.len()`; slices must come in ascending order.
@@ -105,16 +107,23 @@ impl SlicedRow {
                 *p = v;
             }
         }
-        // new ids are all higher: each new entry goes after every entry with a logit at least
-        // its own, so on equal logits the earlier (lower) ids stay first
-        let old = self.top.len();
-        self.top.extend(top.iter().map(|&(i, v)| (offset as u32 + i, v)));
-        for at in old..self.top.len() {
-            let v = self.top[at].1;
-            let pos = self.top[..at].partition_point(|&(_, x)| x >= v);
-            self.top[pos..=at].rotate_right(1);
+        // new ids are all higher: the two lists, each best first, merge with a kept entry ahead
+        // of a new one of the same logit (the lower id first)
+        std::mem::swap(&mut self.top, &mut self.merged_from);
+        self.top.clear();
+        let mut kept = self.merged_from.iter().copied().peekable();
+        let mut new = top.iter().map(|&(i, v)| (offset as u32 + i, v)).peekable();
+        while self.top.len() < self.top_k {
+            let e = match (kept.peek(), new.peek()) {
+                (Some(a), Some(b)) if a.1 >= b.1 => kept.next(),
+                (Some(_), Some(_)) | (None, _) => new.next(),
+                (Some(_), None) => kept.next(),
+            };
+            match e {
+                Some(e) => self.top.push(e),
+                None => break,
+            }
         }
-        self.top.truncate(self.top_k);
     }
 
     pub fn finish(self) -> RowReduce {
@@ -167,6 +176,9 @@ fn top_entries(d: Dialect, row: &[f32], k: usize) -> TopEntries {
     if k == 0 {
         return TopEntries::new();
     }
+    if k >= row.len() / 8 {
+        return sorted_top(row, k);
+    }
     #[cfg(target_arch = "x86_64")]
     if d == Dialect::Simd && avx2::available() {
         // SAFETY: the CPU supports AVX2 and FMA (checked just above).
@@ -174,6 +186,16 @@ fn top_entries(d: Dialect, row: &[f32], k: usize) -> TopEntries {
     }
     let _ = d;
     scalar::top_k(row, k)
+}
+
+/// [`top_entries`] for a `k` that is a large part of the row (llama-server's `n_probs` may ask for
+/// the whole vocabulary): a stable sort of the row, O(n log n) where the bounded list's inserts are
+/// O(n·k), the same entries in the same order (NaN left out, ties by id).
+fn sorted_top(row: &[f32], k: usize) -> TopEntries {
+    let mut all: TopEntries = row.iter().enumerate().filter(|(_, v)| !v.is_nan()).map(|(i, &v)| (i as u32, v)).collect();
+    all.sort_by(|a, b| b.1.partial_cmp(&a.1).expect("no NaN left"));
+    all.truncate(k);
+    all
 }
 
 /// Final-logit soft-capping in place: `cap * tanh(x / cap)` (ggml order: scale by 1/cap, tanh, scale by cap).
@@ -606,6 +628,28 @@ mod tests {
         let mut acc = SlicedRow::new(&[], 4);
         acc.add(Dialect::Simd, 0, &[f32::NEG_INFINITY; 3]);
         assert!(acc.finish().sum_exp.is_nan());
+    }
+
+    #[test]
+    fn a_large_top_k_sorts_as_the_bounded_list_keeps() {
+        // ties across the cut and NaN; k from a few (the bounded list) to past the row (a sort)
+        let mut rng = crate::test_rng::Rng::new(11);
+        for n in [7usize, 64, 1000] {
+            let row: Vec<f32> = (0..n).map(|i| if i % 13 == 5 { f32::NAN } else { (rng.next() % 9) as f32 - 4.0 }).collect();
+            for k in [1, 3, n / 8, n / 2, n, n + 5] {
+                let want = scalar::top_k(&row, k.max(1)).into_vec();
+                assert_eq!(sorted_top(&row, k.max(1)).into_vec(), want, "n={n} k={k}");
+                for d in [Dialect::Scalar, Dialect::Simd] {
+                    assert_eq!(top_k(d, &row, k.max(1)), want, "n={n} k={k}");
+                    // the same in slices of 100, merged
+                    let mut acc = SlicedRow::new(&[], k.max(1));
+                    for (c, part) in row.chunks(100).enumerate() {
+                        acc.add(d, 100 * c, part);
+                    }
+                    assert_eq!(acc.finish().top, want, "sliced n={n} k={k}");
+                }
+            }
+        }
     }
 
     #[test]

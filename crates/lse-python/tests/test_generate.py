@@ -102,7 +102,7 @@ def test_json_object_and_schema(engine):  # noqa: F811
     (dict(top_p=0), "top-p"),
     (dict(top_p=1.5), "top-p"),
     (dict(top_k=-1), "top-k"),
-    (dict(top_logprobs=21), "top logprobs"),
+    (dict(top_logprobs=10**9), "top logprobs must be at most the vocabulary"),
     # NaN and infinities have no JSON: named here, not reported as a JSON syntax error
     (dict(temperature=float("nan")), "temperature must be a finite number"),
     (dict(presence_penalty=float("-inf")), "presence_penalty must be a finite number"),

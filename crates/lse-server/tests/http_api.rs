@@ -560,6 +560,40 @@ fn native_completion_answers_as_llama_server() {
     assert_eq!((&mixed["tokens_evaluated"], &mixed["content"]), (&plain["tokens_evaluated"], &plain["content"]), "{mixed}");
 }
 
+/// llama-server's `n_probs` has no bound of 20 (OpenAI's routes keep theirs): 50 alternatives
+/// extend the 5 of a smaller request, and one past the vocabulary gives the whole distribution,
+/// whose probabilities sum to 1.
+#[test]
+fn native_n_probs_past_twenty_up_to_the_vocabulary() {
+    let Some(m) = model() else { return };
+    let s = Server::start(&m, &[]);
+    let ask = |n: u64, n_predict: u64| s.post("/completion", &json!({"prompt": "The capital of France is", "n_predict": n_predict, "temperature": 0, "n_probs": n})).json();
+    let top = |r: &Value, step: usize| r["completion_probabilities"][step]["top_logprobs"].as_array().unwrap().clone();
+    let (five, fifty) = (ask(5, 2), ask(50, 2));
+    assert_eq!(five["content"], fifty["content"]);
+    for step in 0..2 {
+        let (a, b) = (top(&five, step), top(&fifty, step));
+        assert_eq!((a.len(), b.len()), (5, 50), "{fifty}");
+        assert_eq!(&b[..5], &a[..], "step {step}");
+        let lps: Vec<f64> = b.iter().map(|e| e["logprob"].as_f64().unwrap()).collect();
+        assert!(lps.windows(2).all(|w| w[0] >= w[1]), "{lps:?}");
+    }
+    let all = top(&ask(1_000_000, 1), 0);
+    assert_eq!(all.len(), 49152, "the vocabulary's size");
+    let mass: f64 = all.iter().map(|e| e["logprob"].as_f64().unwrap().exp()).sum();
+    assert!((mass - 1.0).abs() < 1e-6, "{mass}");
+    let mut ids: Vec<u64> = all.iter().map(|e| e["id"].as_u64().unwrap()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 49152, "every token once");
+    let chat = json!({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1, "logprobs": true, "top_logprobs": 21});
+    for (route, body, says) in [("/v1/chat/completions", chat, "\"top_logprobs\" must be at most 20"), ("/v1/completions", json!({"prompt": "Hi", "max_tokens": 1, "logprobs": 21}), "\"logprobs\" must be at most 20")] {
+        let r = s.post(route, &body);
+        r.assert_error(400, says);
+        assert!(r.json()["error"]["message"].as_str().unwrap().contains(says), "{}", r.text);
+    }
+}
+
 /// llama-server's fields beside the text: `stopping_word` (the earliest stop string in the text,
 /// across tokens; found here with `str::find` on the unstopped text), `has_new_line`, `timings`
 /// (on `/completion`, its stream's last chunk, and one-choice OpenAI answers); its leniencies: an

@@ -16,7 +16,7 @@ pub use report::GenerationReport;
 pub use infill::{Infill, InfillFile};
 pub use json_schema::{Schema, SchemaState};
 pub use logit_bias::LogitBias;
-pub use request::{GenerateRequest, Prompt, SamplingParams, MAX_TOP_LOGPROBS};
+pub use request::{GenerateRequest, Prompt, SamplingParams};
 pub(crate) use request::bad_field;
 pub use sampler::{argmax, Sampler};
 pub use sequence::{FinishReason, PostSampling, Sequence, StepStats, StepToken};

@@ -117,9 +117,6 @@ impl Default for GenerateRequest {
     }
 }
 
-/// The most alternatives a step reports.
-pub const MAX_TOP_LOGPROBS: usize = 20;
-
 impl GenerateRequest {
     /// Parses the JSON request object (C API, Python, `--generate` options).
     pub fn from_json(s: &str) -> Result<GenerateRequest, String> {
@@ -166,9 +163,6 @@ impl GenerateRequest {
             }
         }
         super::logit_bias::validate(&s.logit_bias)?;
-        if self.top_logprobs > MAX_TOP_LOGPROBS {
-            return Err(format!("top logprobs must be at most {MAX_TOP_LOGPROBS}, got {}", self.top_logprobs));
-        }
         if self.stop.iter().any(|s| s.is_empty()) {
             return Err("stop strings must not be empty".into());
         }

@@ -211,6 +211,9 @@ impl Engine {
             return Err(EngineError::InvalidRequest(format!("logit bias: token id {id} is outside the vocabulary of {}", self.n_vocab())));
         }
         check_token_ids(&req.stop_token_ids, self.n_vocab()).map_err(|e| EngineError::InvalidRequest(format!("stop: {e}")))?;
+        if req.top_logprobs > self.n_vocab() {
+            return Err(EngineError::InvalidRequest(format!("top logprobs must be at most the vocabulary's {} tokens, got {}", self.n_vocab(), req.top_logprobs)));
+        }
         let mut constraint = Constraint::of(req).map_err(EngineError::InvalidRequest)?;
         if let Some(c) = constraint.as_mut().filter(|_| !req.value_prefix.is_empty()) {
             if !c.push_all(req.value_prefix.as_bytes()) || c.is_complete() {

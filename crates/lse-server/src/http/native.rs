@@ -124,7 +124,8 @@ pub async fn respond(app: &AppState, ready: &Ready, f: &Fields<'_>, ids: Vec<u32
     // llama-server samples greedily at any temperature up to 0 (OpenAI's routes refuse < 0)
     base.sampling.temperature = base.sampling.temperature.max(0.0);
     let max_tokens = max_tokens_or_room(f, &MAX_KEYS, base.max_tokens, ids.len(), ready.engine.kv_capacity())?;
-    let n_probs = f.u64("n_probs")?.unwrap_or(0) as usize;
+    // as llama-server: any count, at most the vocabulary's
+    let n_probs = (f.u64("n_probs")?.unwrap_or(0) as usize).min(ready.engine.n_vocab());
     let post_sampling = f.bool("post_sampling_probs")?.unwrap_or(false);
     let req = validated(GenerateRequest { prompt: Prompt::Tokens(ids.clone()), max_tokens, top_logprobs: n_probs, post_sampling_probs: post_sampling, ..base })?;
     let return_tokens = f.bool("return_tokens")?.unwrap_or(false);

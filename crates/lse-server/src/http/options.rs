@@ -38,6 +38,19 @@ pub fn refuse_post_sampling_probs(f: &Fields) -> ApiResult<()> {
     Ok(())
 }
 
+/// OpenAI's (and vLLM's default) most alternatives per token; llama-server's `n_probs` has no
+/// such bound (the vocabulary's size).
+pub const OPENAI_MAX_TOP_LOGPROBS: usize = 20;
+
+/// `n` of the OpenAI field `key` (`top_logprobs`, or `logprobs` on the legacy completions), or a
+/// 400 above [`OPENAI_MAX_TOP_LOGPROBS`].
+pub fn openai_top_logprobs(key: &str, n: usize) -> ApiResult<usize> {
+    if n > OPENAI_MAX_TOP_LOGPROBS {
+        return Err(ApiError::bad_request(format!("\"{key}\" must be at most {OPENAI_MAX_TOP_LOGPROBS}, got {n}")));
+    }
+    Ok(n)
+}
+
 /// The sampling and stopping options of a body; the prompt is left empty for the caller.
 pub fn generate_request(f: &Fields, max_keys: &[&str], default_max: i64) -> ApiResult<GenerateRequest> {
     let mut r = GenerateRequest { prompt: Prompt::Tokens(Vec::new()), max_tokens: default_max, ..Default::default() };

@@ -210,7 +210,7 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
         base.json_schema = Some(schema.clone());
     }
     let want_logprobs = f.bool("logprobs")?.unwrap_or(false);
-    let top = f.u64("top_logprobs")?.unwrap_or(0) as usize;
+    let top = crate::http::options::openai_top_logprobs("top_logprobs", f.u64("top_logprobs")?.unwrap_or(0) as usize)?;
     if top > 0 && !want_logprobs {
         // as OpenAI answers
         return Err(ApiError::bad_request("\"top_logprobs\" needs \"logprobs\": true"));

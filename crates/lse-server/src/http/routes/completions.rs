@@ -57,7 +57,7 @@ async fn run(app: &AppState, body: &serde_json::Map<String, Value>) -> ApiResult
     let echo = f.bool("echo")?.unwrap_or(false);
     let logprobs = match f.get("logprobs") {
         Some(Value::Bool(b)) => b.then_some(1),
-        _ => f.u64("logprobs")?.map(|n| n as usize),
+        _ => f.u64("logprobs")?.map(|n| crate::http::options::openai_top_logprobs("logprobs", n as usize)).transpose()?,
     };
     let (stream, include_usage) = stream_flags(&f)?;
     let suffix = f.str("suffix")?.filter(|s| !s.is_empty());
