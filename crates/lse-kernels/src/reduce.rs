@@ -51,8 +51,6 @@ pub struct SlicedRow {
     parts: smallvec::SmallVec<[(f32, f64); 8]>,
     picked: Vec<f32>,
     top: Vec<(u32, f32)>,
-    /// The list before a merge (kept for its allocation).
-    merged_from: Vec<(u32, f32)>,
 }
 
 /// One vocabulary slice's reductions, for [`SlicedRow::merge`].
@@ -81,8 +79,8 @@ impl SlicePart {
 
 impl SlicedRow {
     pub fn new(ids: &[u32], top_k: usize) -> SlicedRow {
-        let (top, merged_from) = (Vec::with_capacity(top_k), Vec::with_capacity(top_k));
-        SlicedRow { ids: ids.to_vec(), top_k, max: f32::NEG_INFINITY, argmax: 0, parts: smallvec::SmallVec::new(), picked: vec![f32::NAN; ids.len()], top, merged_from }
+        let top = Vec::with_capacity(2 * top_k);
+        SlicedRow { ids: ids.to_vec(), top_k, max: f32::NEG_INFINITY, argmax: 0, parts: smallvec::SmallVec::new(), picked: vec![f32::NAN; ids.len()], top }
     }
 
     /// The logits of entries `offset..offset + slice.len()`; slices must come in ascending order.
@@ -107,23 +105,22 @@ impl SlicedRow {
                 *p = v;
             }
         }
-        // new ids are all higher: the two lists, each best first, merge with a kept entry ahead
-        // of a new one of the same logit (the lower id first)
-        std::mem::swap(&mut self.top, &mut self.merged_from);
-        self.top.clear();
-        let mut kept = self.merged_from.iter().copied().peekable();
-        let mut new = top.iter().map(|&(i, v)| (offset as u32 + i, v)).peekable();
-        while self.top.len() < self.top_k {
-            let e = match (kept.peek(), new.peek()) {
-                (Some(a), Some(b)) if a.1 >= b.1 => kept.next(),
-                (Some(_), Some(_)) | (None, _) => new.next(),
-                (Some(_), None) => kept.next(),
-            };
-            match e {
-                Some(e) => self.top.push(e),
-                None => break,
+        // new ids are all higher: the two lists, each best first, merge from their ends (in the
+        // room the list keeps for both), a kept entry ahead of a new one of the same logit (the
+        // lower id first)
+        let (mut i, mut j) = (self.top.len(), top.len());
+        self.top.resize(i + j, (0, 0.0));
+        while j > 0 {
+            let w = i + j - 1;
+            if i > 0 && self.top[i - 1].1 < top[j - 1].1 {
+                self.top[w] = self.top[i - 1];
+                i -= 1;
+            } else {
+                self.top[w] = (offset as u32 + top[j - 1].0, top[j - 1].1);
+                j -= 1;
             }
         }
+        self.top.truncate(self.top_k);
     }
 
     pub fn finish(self) -> RowReduce {
