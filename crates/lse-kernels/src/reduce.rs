@@ -187,9 +187,10 @@ fn top_entries(d: Dialect, row: &[f32], k: usize) -> TopEntries {
 
 /// [`top_entries`] for a `k` that is a large part of the row (llama-server's `n_probs` may ask for
 /// the whole vocabulary): a stable sort of the row, O(n log n) where the bounded list's inserts are
-/// O(n·k), the same entries in the same order (NaN left out, ties by id).
+/// O(n·k), the same entries in the same order (ties by id; NaN and −∞, a banned or masked token,
+/// never enter: the bounded list takes only logits above its threshold, −∞ until it is full).
 fn sorted_top(row: &[f32], k: usize) -> TopEntries {
-    let mut all: TopEntries = row.iter().enumerate().filter(|(_, v)| !v.is_nan()).map(|(i, &v)| (i as u32, v)).collect();
+    let mut all: TopEntries = row.iter().enumerate().filter(|(_, &v)| v > f32::NEG_INFINITY).map(|(i, &v)| (i as u32, v)).collect();
     all.sort_by(|a, b| b.1.partial_cmp(&a.1).expect("no NaN left"));
     all.truncate(k);
     all
@@ -629,10 +630,17 @@ mod tests {
 
     #[test]
     fn a_large_top_k_sorts_as_the_bounded_list_keeps() {
-        // ties across the cut and NaN; k from a few (the bounded list) to past the row (a sort)
+        // ties across the cut, NaN and −∞ (in the last row most entries: fewer finite ones than
+        // k); k from a few (the bounded list) to past the row (a sort)
         let mut rng = crate::test_rng::Rng::new(11);
-        for n in [7usize, 64, 1000] {
-            let row: Vec<f32> = (0..n).map(|i| if i % 13 == 5 { f32::NAN } else { (rng.next() % 9) as f32 - 4.0 }).collect();
+        for (n, banned) in [(7usize, 3), (64, 5), (1000, 7), (1000, 1)] {
+            let row: Vec<f32> = (0..n)
+                .map(|i| match i % 13 {
+                    5 => f32::NAN,
+                    _ if i % banned == 0 => f32::NEG_INFINITY,
+                    _ => (rng.next() % 9) as f32 - 4.0,
+                })
+                .collect();
             for k in [1, 3, n / 8, n / 2, n, n + 5] {
                 let want = scalar::top_k(&row, k.max(1)).into_vec();
                 assert_eq!(sorted_top(&row, k.max(1)).into_vec(), want, "n={n} k={k}");

@@ -562,7 +562,7 @@ fn native_completion_answers_as_llama_server() {
 
 /// llama-server's `n_probs` has no bound of 20 (OpenAI's routes keep theirs): 50 alternatives
 /// extend the 5 of a smaller request, and one past the vocabulary gives the whole distribution,
-/// whose probabilities sum to 1.
+/// whose probabilities sum to 1; an answer holds at most 2^24 alternatives.
 #[test]
 fn native_n_probs_past_twenty_up_to_the_vocabulary() {
     let Some(m) = model() else { return };
@@ -578,7 +578,9 @@ fn native_n_probs_past_twenty_up_to_the_vocabulary() {
         let lps: Vec<f64> = b.iter().map(|e| e["logprob"].as_f64().unwrap()).collect();
         assert!(lps.windows(2).all(|w| w[0] >= w[1]), "{lps:?}");
     }
-    let all = top(&ask(1_000_000, 1), 0);
+    let whole = ask(1_000_000, 1);
+    assert_eq!(whole["generation_settings"]["n_probs"], json!(1_000_000), "as asked, as llama-server reports it");
+    let all = top(&whole, 0);
     assert_eq!(all.len(), 49152, "the vocabulary's size");
     let mass: f64 = all.iter().map(|e| e["logprob"].as_f64().unwrap().exp()).sum();
     assert!((mass - 1.0).abs() < 1e-6, "{mass}");
@@ -586,6 +588,10 @@ fn native_n_probs_past_twenty_up_to_the_vocabulary() {
     ids.sort_unstable();
     ids.dedup();
     assert_eq!(ids.len(), 49152, "every token once");
+    // the whole vocabulary for 400 tokens would hold 19.7 M alternatives
+    let r = s.post("/completion", &json!({"prompt": "Hi", "n_predict": 400, "n_probs": 49152}));
+    r.assert_error(400, "too many alternatives");
+    assert!(r.text.contains("must be at most 16777216"), "{}", r.text);
     let chat = json!({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1, "logprobs": true, "top_logprobs": 21});
     for (route, body, says) in [("/v1/chat/completions", chat, "\"top_logprobs\" must be at most 20"), ("/v1/completions", json!({"prompt": "Hi", "max_tokens": 1, "logprobs": 21}), "\"logprobs\" must be at most 20")] {
         let r = s.post(route, &body);

@@ -76,7 +76,7 @@ pub struct GenerateRequest {
     /// Tokens generated before an end-of-generation token or a `stop_token_ids` one may be
     /// sampled (vLLM's `min_tokens`; their logits are −∞ until then).
     pub min_tokens: usize,
-    /// Most likely alternatives to report per step with their log-probs (0..=20).
+    /// Most likely alternatives to report per step with their log-probs (at most the vocabulary).
     pub top_logprobs: usize,
     /// With `top_logprobs`, also report each step's probabilities after the sampler chain
     /// (llama-server's `post_sampling_probs`): the chosen token's and the `top_logprobs` most

@@ -4,7 +4,7 @@
 //! (each with its token ids), the stats last and no `[DONE]`.
 
 use super::body::Fields;
-use super::errors::ApiResult;
+use super::errors::{ApiError, ApiResult};
 use super::generate::{self, Outcome};
 use super::openai::piece;
 use super::options::{cache_prompt, generate_request, max_tokens_or_room, stream_flags, validated};
@@ -116,6 +116,10 @@ impl Shape {
     }
 }
 
+/// The most alternatives (`n_probs` × tokens) one answer holds, ~16 bytes each in memory and
+/// several times that as JSON: a whole vocabulary for every step of a long answer would not fit.
+const MAX_PROB_ENTRIES: u64 = 1 << 24;
+
 /// Generates after the prompt `ids` with the body's options (`n_predict`, samplers, `n_probs`,
 /// `return_tokens`, `stream`, `cache_prompt`) and answers in llama-server's form.
 pub async fn respond(app: &AppState, ready: &Ready, f: &Fields<'_>, ids: Vec<u32>) -> ApiResult<Response> {
@@ -125,11 +129,19 @@ pub async fn respond(app: &AppState, ready: &Ready, f: &Fields<'_>, ids: Vec<u32
     base.sampling.temperature = base.sampling.temperature.max(0.0);
     let max_tokens = max_tokens_or_room(f, &MAX_KEYS, base.max_tokens, ids.len(), ready.engine.kv_capacity())?;
     // as llama-server: any count, at most the vocabulary's
-    let n_probs = (f.u64("n_probs")?.unwrap_or(0) as usize).min(ready.engine.n_vocab());
+    let asked = f.u64("n_probs")?.unwrap_or(0);
+    let n_probs = asked.min(ready.engine.n_vocab() as u64) as usize;
+    if (n_probs as u64).saturating_mul(max_tokens.max(0) as u64) > MAX_PROB_ENTRIES {
+        return Err(ApiError::bad_request(format!(
+            "\"n_probs\" × \"n_predict\" must be at most {MAX_PROB_ENTRIES} (the alternatives one answer holds), got {n_probs} × {max_tokens}"
+        )));
+    }
     let post_sampling = f.bool("post_sampling_probs")?.unwrap_or(false);
     let req = validated(GenerateRequest { prompt: Prompt::Tokens(ids.clone()), max_tokens, top_logprobs: n_probs, post_sampling_probs: post_sampling, ..base })?;
     let return_tokens = f.bool("return_tokens")?.unwrap_or(false);
-    let shape = Shape { model: app.model_id(), prompt: ids, return_tokens, n_probs, post_sampling, settings: settings(&req) };
+    let mut settings = settings(&req);
+    settings["n_probs"] = json!(asked);
+    let shape = Shape { model: app.model_id(), prompt: ids, return_tokens, n_probs, post_sampling, settings };
     let (stream, _) = stream_flags(f)?;
     answer(&ready.scheduler, &ready.engine, shape, req, stream, cache_prompt(f)?).await
 }

@@ -38,8 +38,8 @@ pub fn refuse_post_sampling_probs(f: &Fields) -> ApiResult<()> {
     Ok(())
 }
 
-/// OpenAI's (and vLLM's default) most alternatives per token; llama-server's `n_probs` has no
-/// such bound (the vocabulary's size).
+/// vLLM's default most alternatives per token on OpenAI's routes (OpenAI's chat bound; its legacy
+/// completions take 5); llama-server's `n_probs` has no such bound (the vocabulary's size).
 pub const OPENAI_MAX_TOP_LOGPROBS: usize = 20;
 
 /// `n` of the OpenAI field `key` (`top_logprobs`, or `logprobs` on the legacy completions), or a
