@@ -12,13 +12,12 @@ use serde_json::{json, Value};
 /// "add_special"|"add_special_tokens": bool (default false),
 /// "parse_special": bool (default true), "with_pieces": bool}` → `{"tokens": [...]}`; with pieces
 /// each token is `{"id", "piece"}`, the piece a string or, when it is not whole UTF-8, its bytes
-/// (llama-server's form).
+/// (llama-server's form). Without content, no tokens (as llama-server answers).
 pub async fn tokenize(State(app): State<AppState>, JsonObject(body): JsonObject) -> ApiResult<Json<Value>> {
     let r = app.ready()?;
     let f = Fields(&body);
-    let (key, content) = match f.get("content") {
-        Some(v) => ("content", v),
-        None => ("prompt", f.get("prompt").ok_or_else(|| ApiError::bad_request("\"content\" (or \"prompt\") is required"))?),
+    let Some((key, content)) = ["content", "prompt"].into_iter().find_map(|k| Some((k, f.get(k)?))) else {
+        return Ok(Json(json!({ "tokens": [] })));
     };
     let add_special = match f.bool("add_special")? {
         Some(b) => b,
@@ -49,12 +48,15 @@ pub async fn tokenize(State(app): State<AppState>, JsonObject(body): JsonObject)
     Ok(Json(json!({ "tokens": ids.iter().map(|&id| json!({"id": id, "piece": piece(id)})).collect::<Vec<_>>() })))
 }
 
-/// `{"tokens": [...]}` → `{"prompt": text, "content": text}`.
+/// `{"tokens": [...]}` → `{"prompt": text, "content": text}`; without tokens, the empty text (as
+/// llama-server answers).
 pub async fn detokenize(State(app): State<AppState>, JsonObject(body): JsonObject) -> ApiResult<Json<Value>> {
     let r = app.ready()?;
     let f = Fields(&body);
-    let v = f.get("tokens").ok_or_else(|| ApiError::bad_request("\"tokens\" is required"))?;
-    let ids = token_ids("tokens", v)?;
+    let ids = match f.get("tokens") {
+        Some(v) => token_ids("tokens", v)?,
+        None => Vec::new(),
+    };
     crate::http::options::ids_in_vocabulary(&ids, r.engine.n_vocab(), None)?;
     let text = String::from_utf8_lossy(&r.engine.tokenizer().detokenize(&ids, false, true)).into_owned();
     Ok(Json(json!({ "prompt": text, "content": text })))
