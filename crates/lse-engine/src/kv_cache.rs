@@ -56,27 +56,32 @@ impl LayerKv {
         if k.len() != n * hk * dk || v.len() != n * hk * dv {
             return Err(EngineError::Kernel("kv store: row sizes do not match the cache".into()));
         }
-        let need = pos0 + n;
-        if self.k.len() < need * hk * self.kb {
-            // Room for the capacity is reserved once (address space: a page is only backed once
-            // written) and the length grows in steps of `GROW` positions, so no store copies the
-            // cache. Doubling did, and zero-filled the new half: 12 ms at a SmolLM2 session's
-            // 513th position (page faults), against a 4 ms decode step.
-            let positions = need.next_multiple_of(GROW).min(self.capacity);
-            if self.k.capacity() < positions * hk * self.kb {
-                // where the address space is refused (strict overcommit), `resize` grows as it can
-                let _ = self.k.try_reserve_exact((self.capacity * hk * self.kb).saturating_sub(self.k.len()));
-                let _ = self.v.try_reserve_exact((self.capacity * hk * self.vb).saturating_sub(self.v.len()));
-            }
-            self.k.resize(positions * hk * self.kb, 0);
-            self.v.resize(positions * hk * self.vb, 0);
-        }
+        self.room_for(pos0 + n);
         for r in 0..n * hk {
             let slot = pos0 * hk + r;
             kv::store_row(self.ty, &k[r * dk..(r + 1) * dk], &mut self.k[slot * self.kb..(slot + 1) * self.kb]);
             kv::store_row(self.ty, &v[r * dv..(r + 1) * dv], &mut self.v[slot * self.vb..(slot + 1) * self.vb]);
         }
         Ok(())
+    }
+
+    /// Makes the stored rows hold at least `need` positions. Room for the capacity is reserved
+    /// once (address space: a page is only backed once written) and the length grows in steps of
+    /// `GROW` positions, so no store copies the cache. Doubling did, and zero-filled the new half:
+    /// 12 ms at a SmolLM2 session's 513th position (page faults), against a 4 ms decode step.
+    fn room_for(&mut self, need: usize) {
+        let hk = self.n_head_kv;
+        if self.k.len() >= need * hk * self.kb {
+            return;
+        }
+        let positions = need.next_multiple_of(GROW).min(self.capacity);
+        if self.k.capacity() < positions * hk * self.kb {
+            // where the address space is refused (strict overcommit), `resize` grows as it can
+            let _ = self.k.try_reserve_exact((self.capacity * hk * self.kb).saturating_sub(self.k.len()));
+            let _ = self.v.try_reserve_exact((self.capacity * hk * self.vb).saturating_sub(self.v.len()));
+        }
+        self.k.resize(positions * hk * self.kb, 0);
+        self.v.resize(positions * hk * self.vb, 0);
     }
 
     /// The stored K and V bytes of the first `n` positions (a session file's rows).
@@ -97,8 +102,11 @@ impl LayerKv {
         if n > self.capacity || k.len() != n * self.n_head_kv * self.kb || v.len() != n * self.n_head_kv * self.vb {
             return Err(EngineError::Kernel("kv rows: sizes do not match the cache".into()));
         }
-        self.k = k.to_vec();
-        self.v = v.to_vec();
+        self.k.clear();
+        self.v.clear();
+        self.room_for(n);
+        self.k[..k.len()].copy_from_slice(k);
+        self.v[..v.len()].copy_from_slice(v);
         #[cfg(target_arch = "x86_64")]
         {
             self.mirror = None;

@@ -8,6 +8,7 @@
 pub mod arch;
 pub mod backend;
 pub mod blocks;
+mod checksum;
 pub mod embedding;
 mod engine;
 mod error;

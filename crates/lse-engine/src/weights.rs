@@ -183,17 +183,13 @@ pub struct Weights {
 }
 
 impl Weights {
-    /// A 64-bit FNV-1a hash of every tensor's name, type, shape and first 64 bytes: what tells
+    /// A [`crate::checksum`] of every tensor's name, type, shape and first 64 bytes: what tells
     /// two files of one architecture and vocabulary apart (another quantization or fine-tune)
     /// where a session file must match its model.
     pub fn fingerprint(&self) -> u64 {
         *self.fingerprint.get_or_init(|| {
-            let mut h = 0xcbf2_9ce4_8422_2325u64;
-            let mut eat = |b: &[u8]| {
-                for &x in b {
-                    h = (h ^ x as u64).wrapping_mul(0x0000_0100_0000_01b3);
-                }
-            };
+            let mut h = 0u64;
+            let mut eat = |b: &[u8]| h = crate::checksum::checksum(h, b);
             for f in &self.shards {
                 for t in f.tensors() {
                     eat(t.name.as_bytes());
