@@ -7,7 +7,9 @@
 //! `LSE_BENCH_SAMPLE` samples with the default chain (temperature 0.8, top-k 40, top-p 0.95,
 //! min-p 0.05; seeded) instead of greedy;
 //! `LSE_BENCH_PRINT_STEPS` prints the first 24 step times (a one-off cost shows as a spike);
-//! `LSE_BENCH_PROFILE` a step's pool runs by call site ([`lse_kernels::run_profile`]);
+//! `LSE_BENCH_PROFILE` a step's pool runs by call site ([`lse_kernels::run_profile`]), and for one
+//! session the share of the memory-bound speed a step could reach were its work besides the weight
+//! matmuls overlapped with nothing;
 //! `LSE_BENCH_PROMPT` (512) the prompt's tokens (1: llama-bench's tg128 shape, which decodes from
 //! an empty context, so a step reads its weights and next to no K/V).
 //! For one session it also prints the weight bytes a step streams (the packed matrices, LM head
@@ -68,9 +70,7 @@ fn main() {
             step_s.push(timed_step(&engine, &mut seqs));
         }
         let steps = step_s.len();
-        if profile {
-            print_profile(&name, s, &step_s, lse_kernels::run_profile::stop());
-        }
+        let besides_weights = profile.then(|| print_profile(&name, s, &step_s, lse_kernels::run_profile::stop()));
         if std::env::var_os("LSE_BENCH_PRINT_STEPS").is_some() {
             let first: Vec<f64> = step_s.iter().take(24).map(|x| (x * 1e4).round() / 10.0).collect();
             println!("{name} sessions {s}: first steps (ms) {first:?}");
@@ -98,6 +98,16 @@ fn main() {
                 bw / file,
                 100.0 * steps as f64 / decode / (bw / file)
             );
+            if let Some(other) = besides_weights {
+                let read = bytes / bw;
+                println!(
+                    "{name}: work besides the weight matmuls {:.3} ms a step; were the weights read at the read bandwidth \
+                     ({:.3} ms) and that work overlapped with nothing, a step would reach {:.0} % of the memory-bound speed",
+                    1e3 * other,
+                    1e3 * read,
+                    100.0 * read / (read + other)
+                );
+            }
             let reads = WeightReads::new(&path, threads, bytes as usize, 0);
             let (dec, rd) = interleaved(&engine, &request(0), &reads, steps);
             println!(
@@ -196,14 +206,18 @@ fn prefill(engine: &Engine, seqs: &mut [Sequence]) {
 
 /// The pool runs of the decode steps by call site (ms a step; the calling thread's wait for the
 /// workers at the ends of its runs, and its serial work before them) and the steps' time outside
-/// any run.
-fn print_profile(name: &str, sessions: usize, step_s: &[f64], sites: Vec<lse_kernels::run_profile::Site>) {
+/// any run; returns the seconds a step spends outside the packed matmuls' runs (attention, norms,
+/// rope, cache writes, activation quantization, sampling).
+fn print_profile(name: &str, sessions: usize, step_s: &[f64], sites: Vec<lse_kernels::run_profile::Site>) -> f64 {
     let (n, ms) = (step_s.len().max(1) as f64, |ns: u64, n: f64| ns as f64 / 1e6 / n);
     let total = step_s.iter().sum::<f64>() * 1e3 / n;
     println!("{name} sessions {sessions}: a step's pool runs by call site (mean of {n} steps, {total:.2} ms a step)");
-    let mut inside = 0.0;
+    let (mut inside, mut matmuls) = (0.0, 0.0);
     for s in &sites {
         inside += ms(s.nanos, n);
+        if s.file.ends_with("matmul_packed.rs") {
+            matmuls += ms(s.nanos, n);
+        }
         println!(
             "  {}:{}: {:.3} ms (caller waiting {:.3}; its serial work before: {:.3}), {:.1} runs, {:.1} tasks",
             s.file,
@@ -216,6 +230,7 @@ fn print_profile(name: &str, sessions: usize, step_s: &[f64], sites: Vec<lse_ker
         );
     }
     println!("  outside runs: {:.3} ms", total - inside);
+    (total - matmuls) / 1e3
 }
 
 /// Seconds one step of `seqs` takes.
