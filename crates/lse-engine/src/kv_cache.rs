@@ -76,12 +76,18 @@ impl LayerKv {
         }
         let positions = need.next_multiple_of(GROW).min(self.capacity);
         if self.k.capacity() < positions * hk * self.kb {
-            // where the address space is refused (strict overcommit), `resize` grows as it can
-            let _ = self.k.try_reserve_exact((self.capacity * hk * self.kb).saturating_sub(self.k.len()));
-            let _ = self.v.try_reserve_exact((self.capacity * hk * self.vb).saturating_sub(self.v.len()));
+            self.reserve_capacity();
         }
         self.k.resize(positions * hk * self.kb, 0);
         self.v.resize(positions * hk * self.vb, 0);
+    }
+
+    /// Reserves room for the capacity's rows (where the address space is refused, under strict
+    /// overcommit, the vectors grow as they can).
+    fn reserve_capacity(&mut self) {
+        let hk = self.n_head_kv;
+        let _ = self.k.try_reserve_exact((self.capacity * hk * self.kb).saturating_sub(self.k.len()));
+        let _ = self.v.try_reserve_exact((self.capacity * hk * self.vb).saturating_sub(self.v.len()));
     }
 
     /// The stored K and V bytes of the first `n` positions (a session file's rows).
@@ -104,9 +110,10 @@ impl LayerKv {
         }
         self.k.clear();
         self.v.clear();
-        self.room_for(n);
-        self.k[..k.len()].copy_from_slice(k);
-        self.v[..v.len()].copy_from_slice(v);
+        // the capacity's room first, so that the next store grows in place
+        self.reserve_capacity();
+        self.k.extend_from_slice(k);
+        self.v.extend_from_slice(v);
         #[cfg(target_arch = "x86_64")]
         {
             self.mirror = None;
@@ -182,5 +189,21 @@ mod tests {
         kv.store(513, 487, &rows(487, 5.0), &rows(487, 6.0)).unwrap();
         assert_eq!(kv.bytes(), 1000 * kv.bytes_per_position(), "held up to the capacity, not past it");
         assert!(kv.store(1000, 1, &rows(1, 0.0), &rows(1, 0.0)).is_err());
+    }
+
+    /// Rows taken back from a file keep their place when the next store grows the cache.
+    #[test]
+    fn held_rows_put_back_grow_in_place() {
+        let (hk, d) = (2usize, 32usize);
+        let rows = |n: usize, x: f32| vec![x; n * hk * d];
+        let mut from = LayerKv::new(GgmlType::F16, 1000, hk, d, d).unwrap();
+        from.store(0, 100, &rows(100, 1.0), &rows(100, 2.0)).unwrap();
+        let (k, v) = from.held(100);
+        let mut kv = LayerKv::new(GgmlType::F16, 1000, hk, d, d).unwrap();
+        kv.put_held(k, v).unwrap();
+        let (k0, v0) = (kv.k.as_ptr(), kv.v.as_ptr());
+        kv.store(100, 1, &rows(1, 3.0), &rows(1, 4.0)).unwrap();
+        assert_eq!((kv.k.as_ptr(), kv.v.as_ptr()), (k0, v0), "the cache was moved");
+        assert_eq!(kv.held(100), from.held(100));
     }
 }

@@ -86,8 +86,8 @@ impl Engine {
         let bad = |why: String| EngineError::SessionFile(name.to_string(), why);
         let io = |e: std::io::Error| bad(if e.kind() == std::io::ErrorKind::UnexpectedEof { "it ends early".into() } else { e.to_string() });
         let mut read = 0u64;
-        // the checksum of what was taken after the header (the parts, as they were written)
-        let sum: std::cell::Cell<Option<u64>> = std::cell::Cell::new(None);
+        // the checksum of what was taken (restarted after the header: the parts, as written)
+        let sum = std::cell::Cell::new(0u64);
         let mut take = |len: usize| -> Result<Vec<u8>, EngineError> {
             let mut b = Vec::new();
             r.take(len as u64).read_to_end(&mut b).map_err(io)?;
@@ -95,9 +95,7 @@ impl Engine {
                 return Err(bad("it ends early".into()));
             }
             read += len as u64;
-            if let Some(h) = sum.get() {
-                sum.set(Some(checksum(h, &b)));
-            }
+            sum.set(checksum(sum.get(), &b));
             Ok(b)
         };
         if take(8)? != MAGIC {
@@ -108,7 +106,7 @@ impl Engine {
             return Err(bad(format!("its header claims {len} bytes")));
         }
         let got: Header = serde_json::from_slice(&take(len as usize)?).map_err(|e| bad(format!("its header: {e}")))?;
-        sum.set(Some(0));
+        sum.set(0);
         let mut s = self.new_session(None)?;
         let mut want = self.session_header(&s);
         want.n_tokens = got.n_tokens;
@@ -155,7 +153,7 @@ impl Engine {
                 }
             }
         }
-        let want_sum = sum.get().expect("started after the header");
+        let want_sum = sum.get();
         let mut trailer = [0u8; 8];
         r.read_exact(&mut trailer).map_err(io)?;
         read += 8;
@@ -185,4 +183,3 @@ fn finite(ty: GgmlType, bytes: &[u8]) -> bool {
         _ => true,
     }
 }
-
